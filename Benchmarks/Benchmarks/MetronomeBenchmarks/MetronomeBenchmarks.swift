@@ -1,0 +1,313 @@
+import Benchmark
+// CMetronome is not a product of the root package; its module map reaches this target
+// through Metronome, which is built from it. See README.md.
+import CMetronome
+import Dispatch
+import Glibc
+import Metronome
+import MetronomeTesting
+import Synchronization
+
+// Every benchmark reports allocations, throughput and wall clock. mallocCountTotal counts
+// every thread's mallocs, so the firing thread's own allocations are included.
+// Budget: at most 2 s of measurement per benchmark, about 15 benchmarks.
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.mallocCountTotal, .throughput, .wallClock],
+        warmupIterations: 10,
+        scalingFactor: .kilo,
+        maxDuration: .seconds(2),
+        maxIterations: 2_000
+    )
+
+    coreBenchmarks()
+    swiftBenchmarks()
+    manualTimelineBenchmarks()
+}
+
+// MARK: - C core
+
+/// Counts callbacks; handed to every timer as its context.
+final class FireCounter: Sendable {
+    let fired = Atomic<Int>(0)
+
+    /// Spins until `target` callbacks ran; the firing thread is the other core.
+    func wait(until target: Int) {
+        while self.fired.load(ordering: .acquiring) < target {
+            sched_yield()
+        }
+    }
+}
+
+private let countFiring: mtr_fire_fn = { context, _ in
+    Unmanaged<FireCounter>.fromOpaque(context!).takeUnretainedValue().fired.add(1, ordering: .releasing)
+}
+
+/// One C engine with `background` timers armed an hour or two out, so the heap is that deep.
+final class CoreFixture: @unchecked Sendable {
+    let engine: OpaquePointer
+    let counter = FireCounter()
+    var random = SplitMix64(seed: 0x6d65_7472_6f6e_6f6d)
+
+    init(background: Int) {
+        var config = mtr_engine_config()
+        mtr_engine_config_init(&config)
+        config.on_fire = countFiring
+        var engine: OpaquePointer?
+        precondition(mtr_engine_create(&config, &engine) == 0, "mtr_engine_create")
+        self.engine = engine!
+        let now = Self.now()
+        for _ in 0..<background {
+            let timer = self.makeTimer()
+            precondition(mtr_timer_arm_once(self.engine, timer, .MTR_CLOCK_MONOTONIC, self.farDeadline(from: now), 0) == 0)
+        }
+    }
+
+    deinit {
+        mtr_engine_destroy(self.engine)
+    }
+
+    static func now() -> Int64 {
+        var now: Int64 = 0
+        _ = mtr_clock_now(.MTR_CLOCK_MONOTONIC, &now)
+        return now
+    }
+
+    func makeTimer() -> mtr_timer_id {
+        var id: mtr_timer_id = 0
+        precondition(mtr_timer_create(self.engine, Unmanaged.passUnretained(self.counter).toOpaque(), &id) == 0)
+        return id
+    }
+
+    /// A random deadline 1 to 2 hours after `now`: never the heap's top in practice.
+    func farDeadline(from now: Int64) -> Int64 {
+        now + 3_600_000_000_000 + Int64(self.random.next() % 3_600_000_000_000)
+    }
+}
+
+/// A cheap deterministic generator, so the random deadlines cost no syscall.
+struct SplitMix64 {
+    var state: UInt64
+
+    init(seed: UInt64) { self.state = seed }
+
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9e37_79b9_7f4a_7c15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
+/// Holds a benchmark's fixture from its setup to its teardown.
+final class Slot<Value>: @unchecked Sendable {
+    var value: Value?
+}
+
+private func coreBenchmarks() {
+    for background in [0, 1_000_000] {
+        let label = background == 0 ? "empty" : "1M armed"
+
+        // add + cancel: a disarmed timer joins the heap at a random far deadline and leaves.
+        let addCancel = Slot<(CoreFixture, mtr_timer_id)>()
+        Benchmark("C arm_once+cancel (\(label))") { benchmark in
+            let (fixture, timer) = addCancel.value!
+            let now = CoreFixture.now()
+            for _ in benchmark.scaledIterations {
+                _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: now), 0)
+                _ = mtr_timer_cancel(fixture.engine, timer)
+            }
+        } setup: {
+            let fixture = CoreFixture(background: background)
+            addCancel.value = (fixture, fixture.makeTimer())
+        } teardown: {
+            addCancel.value = nil
+        }
+
+        // reschedule: an armed timer re-armed at a new random far deadline (a heap move).
+        let reschedule = Slot<(CoreFixture, mtr_timer_id)>()
+        Benchmark("C reschedule armed timer (\(label))") { benchmark in
+            let (fixture, timer) = reschedule.value!
+            let now = CoreFixture.now()
+            for _ in benchmark.scaledIterations {
+                _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: now), 0)
+            }
+        } setup: {
+            let fixture = CoreFixture(background: background)
+            let timer = fixture.makeTimer()
+            _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: CoreFixture.now()), 0)
+            reschedule.value = (fixture, timer)
+        } teardown: {
+            reschedule.value = nil
+        }
+    }
+
+    // create + arm + destroy: a timer's whole life, slot reuse included.
+    let lifecycle = Slot<CoreFixture>()
+    Benchmark("C create+arm_once+destroy (empty)") { benchmark in
+        let fixture = lifecycle.value!
+        let now = CoreFixture.now()
+        for _ in benchmark.scaledIterations {
+            let timer = fixture.makeTimer()
+            _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: now), 0)
+            _ = mtr_timer_destroy(fixture.engine, timer)
+        }
+    } setup: {
+        lifecycle.value = CoreFixture(background: 0)
+    } teardown: {
+        lifecycle.value = nil
+    }
+
+    // Fire path: arm N one-shots due now, then wait until all N callbacks ran. The timers
+    // exist before measuring; what is measured is arming, the wake-up(s) and the callbacks.
+    for (count, scaling) in [(1, BenchmarkScalingFactor.one), (1_000, .kilo)] {
+        let fire = Slot<(CoreFixture, [mtr_timer_id])>()
+        Benchmark(
+            "C fire path (\(count) one-shot\(count == 1 ? "" : "s") due now)",
+            configuration: .init(scalingFactor: scaling)
+        ) { benchmark in
+            let (fixture, timers) = fire.value!
+            let target = fixture.counter.fired.load(ordering: .relaxed) + timers.count
+            let now = CoreFixture.now()
+            for timer in timers {
+                _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, now, 0)
+            }
+            fixture.counter.wait(until: target)
+        } setup: {
+            let fixture = CoreFixture(background: 0)
+            fire.value = (fixture, (0..<count).map { _ in fixture.makeTimer() })
+        } teardown: {
+            fire.value = nil
+        }
+    }
+}
+
+// MARK: - SafeDispatchTimer on the engine
+
+private let farAway = DispatchTimeInterval.seconds(3_600)
+
+private func swiftBenchmarks() {
+    let engineSlot = Slot<TimerEngine>()
+    let makeEngine: @Sendable () throws -> Void = { engineSlot.value = try TimerEngine() }
+    let dropEngine: @Sendable () -> Void = { engineSlot.value = nil }
+
+    let timerSlot = Slot<SafeDispatchTimer>()
+    Benchmark("SafeDispatchTimer schedule+cancel (engine)") { benchmark in
+        let timer = timerSlot.value!
+        for _ in benchmark.scaledIterations {
+            timer.schedule(deadline: .now() + farAway) { _ in }
+            timer.cancel()
+        }
+    } setup: {
+        try makeEngine()
+        timerSlot.value = SafeDispatchTimer(backend: .engine(engineSlot.value!))
+    } teardown: {
+        timerSlot.value = nil
+        dropEngine()
+    }
+
+    let rescheduleSlot = Slot<SafeDispatchTimer>()
+    Benchmark("SafeDispatchTimer reschedule (engine)") { benchmark in
+        let timer = rescheduleSlot.value!
+        var random = SplitMix64(seed: 42)
+        for _ in benchmark.scaledIterations {
+            timer.reschedule(deadline: .now() + farAway + .nanoseconds(Int(random.next() % 1_000_000_000)))
+        }
+    } setup: {
+        try makeEngine()
+        let timer = SafeDispatchTimer(backend: .engine(engineSlot.value!))
+        timer.schedule(deadline: .now() + farAway) { _ in }
+        rescheduleSlot.value = timer
+    } teardown: {
+        rescheduleSlot.value = nil
+        dropEngine()
+    }
+
+    let suspendSlot = Slot<SafeDispatchTimer>()
+    Benchmark("SafeDispatchTimer suspend+resume (engine)") { benchmark in
+        let timer = suspendSlot.value!
+        for _ in benchmark.scaledIterations {
+            timer.suspend()
+            timer.resume()
+        }
+    } setup: {
+        try makeEngine()
+        let timer = SafeDispatchTimer(backend: .engine(engineSlot.value!))
+        timer.schedule(deadline: .now() + farAway, repeating: farAway) { _ in }
+        suspendSlot.value = timer
+    } teardown: {
+        suspendSlot.value = nil
+        dropEngine()
+    }
+
+    // The Swift fire path: a repeating 20 µs timer on the firing thread (queue nil); the
+    // iteration waits for 1,000 handler calls. Nothing but firings happens while measuring.
+    let firingSlot = Slot<(SafeDispatchTimer, FireCounter)>()
+    Benchmark(
+        "SafeDispatchTimer fire path (engine, repeating 20 µs)",
+        configuration: .init(scalingFactor: .kilo)
+    ) { benchmark in
+        let (_, counter) = firingSlot.value!
+        let target = counter.fired.load(ordering: .relaxed) + benchmark.scaledIterations.count
+        counter.wait(until: target)
+    } setup: {
+        try makeEngine()
+        let timer = SafeDispatchTimer(backend: .engine(engineSlot.value!))
+        let counter = FireCounter()
+        timer.schedule(deadline: .now(), repeating: .microseconds(20)) { _ in
+            counter.fired.add(1, ordering: .releasing)
+        }
+        firingSlot.value = (timer, counter)
+    } teardown: {
+        firingSlot.value?.0.cancelAndWait()
+        firingSlot.value = nil
+        dropEngine()
+    }
+}
+
+// MARK: - SafeDispatchTimer on ManualTimeline: the state machine and lock, no engine
+
+private func manualTimelineBenchmarks() {
+    let suspendSlot = Slot<SafeDispatchTimer>()
+    Benchmark("SafeDispatchTimer suspend+resume (ManualTimeline)") { benchmark in
+        let timer = suspendSlot.value!
+        for _ in benchmark.scaledIterations {
+            timer.suspend()
+            timer.resume()
+        }
+    } setup: {
+        let timer = SafeDispatchTimer(backend: .custom(ManualTimeline()))
+        timer.schedule(interval: 3_600) {}
+        suspendSlot.value = timer
+    } teardown: {
+        suspendSlot.value = nil
+    }
+
+    // Rejected transitions: the machine answers .reject and nothing is armed or disarmed.
+    let rejectSlot = Slot<SafeDispatchTimer>()
+    Benchmark("SafeDispatchTimer rejected resume+cancel (ManualTimeline, idle)") { benchmark in
+        let timer = rejectSlot.value!
+        for _ in benchmark.scaledIterations {
+            blackHole(timer.resume())
+            blackHole(timer.cancel())
+        }
+    } setup: {
+        rejectSlot.value = SafeDispatchTimer(backend: .custom(ManualTimeline()))
+    } teardown: {
+        rejectSlot.value = nil
+    }
+
+    let scheduleSlot = Slot<SafeDispatchTimer>()
+    Benchmark("SafeDispatchTimer schedule+cancel (ManualTimeline)") { benchmark in
+        let timer = scheduleSlot.value!
+        for _ in benchmark.scaledIterations {
+            timer.schedule(interval: 3_600) {}
+            timer.cancel()
+        }
+    } setup: {
+        scheduleSlot.value = SafeDispatchTimer(backend: .custom(ManualTimeline()))
+    } teardown: {
+        scheduleSlot.value = nil
+    }
+}

@@ -1,0 +1,130 @@
+/*
+ * Struct layouts and helpers shared by the core's .c files; never in include/.
+ */
+#ifndef MTR_INTERNAL_H
+#define MTR_INTERNAL_H
+
+#include "CMetronome.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct event;
+struct event_base;
+
+#define MTR_CLOCK_COUNT 3
+
+/* heap_slot of a timer that is in no timer set. */
+#define MTR_NOT_ARMED UINT32_MAX
+/* heap_slot keeps the clock in its top two bits and the heap index below. */
+#define MTR_SLOT_INDEX_BITS 30
+#define MTR_MAX_TIMERS (UINT32_C(1) << MTR_SLOT_INDEX_BITS)
+
+/*
+ * One timer: 48 bytes. The latest acceptable firing time lives in the heap
+ * entry, so leeway costs nothing here (leeway = due - deadline). A free slot
+ * reuses heap_slot as the free-list link; generation is odd while the slot is
+ * allocated and even while free, so a stale id never matches.
+ */
+struct mtr_timer {
+	void *context;
+	int64_t deadline_ns; /* the window opens: the current deadline */
+	int64_t period_ns;   /* 0 for a one-shot */
+	uint64_t sequence;   /* index of deadline_ns on the schedule */
+	uint32_t heap_slot;  /* clock and heap index, or MTR_NOT_ARMED */
+	uint32_t generation;
+};
+
+/* A heap entry carries its key, so sifting touches only the heap array. */
+struct mtr_heap_entry {
+	int64_t due_ns;  /* deadline + leeway: the latest acceptable firing */
+	uint32_t timer;  /* slot index */
+	uint32_t order;  /* arm order: equal keys fire first-armed first */
+};
+
+struct mtr_timerset {
+	struct mtr_heap_entry *entries;
+	uint32_t count;
+	uint32_t capacity;
+	mtr_clock_id clock;
+};
+
+struct mtr_clock_state {
+	struct mtr_timerset set;
+	struct event *event;
+	mtr_engine *engine;
+	int fd;
+	bool firing;      /* the firing thread is in a batch of this clock */
+	int64_t armed_ns; /* when the timerfd expires; INT64_MAX if disarmed */
+};
+
+struct mtr_engine {
+	pthread_mutex_t lock;
+	pthread_cond_t callback_done;
+
+	struct mtr_timer *timers;
+	uint32_t timer_capacity;
+	uint32_t timer_high_water; /* slots ever handed out */
+	uint32_t free_head;        /* MTR_NOT_ARMED when empty */
+	uint32_t next_order;
+
+	struct mtr_clock_state clocks[MTR_CLOCK_COUNT];
+	struct event_base *base;
+	pthread_t thread;
+
+	mtr_engine_config config;
+	mtr_engine_info info;
+	mtr_counters counters;
+
+	mtr_timer_id running;        /* the timer whose callback runs, or 0 */
+	bool release_running;        /* it was destroyed while running */
+	bool stopping;
+	bool free_on_exit;           /* destroyed from one of its callbacks */
+	bool join_claimed;           /* a thread is joining the firing thread */
+	bool joined;
+	uint32_t sync_waiters;
+};
+
+/* mtr_clock.c */
+int64_t mtr_clock_read_(mtr_clock_id clock);
+bool mtr_clock_valid_(mtr_clock_id clock);
+int mtr_clock_posix_(mtr_clock_id clock);
+
+/* mtr_timerset.c: all called with the engine lock held. */
+void mtr_timerset_init_(struct mtr_timerset *set, mtr_clock_id clock);
+void mtr_timerset_free_(struct mtr_timerset *set);
+int mtr_timerset_push_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order);
+void mtr_timerset_erase_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t heap_index);
+const struct mtr_heap_entry *mtr_timerset_top_locked_(
+    const struct mtr_timerset *set);
+
+static inline uint32_t
+mtr_slot_make_(mtr_clock_id clock, uint32_t heap_index)
+{
+	return ((uint32_t)clock << MTR_SLOT_INDEX_BITS) | heap_index;
+}
+
+static inline mtr_clock_id
+mtr_slot_clock_(uint32_t slot)
+{
+	return (mtr_clock_id)(slot >> MTR_SLOT_INDEX_BITS);
+}
+
+static inline uint32_t
+mtr_slot_index_(uint32_t slot)
+{
+	return slot & (MTR_MAX_TIMERS - 1);
+}
+
+/* mtr_engine.c */
+void mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
+
+/* mtr_timer.c */
+void mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer);
+int mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
+    mtr_clock_id clock, int64_t due_ns);
+
+#endif /* MTR_INTERNAL_H */

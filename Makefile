@@ -1,0 +1,73 @@
+# Every target installs what it needs first (`deps`), so on a fresh Debian machine
+# `make jitter` and `make test` are the only two commands.
+SWIFT      ?= swift
+# C warnings live here, not in Package.swift: SwiftPM rejects unsafeFlags in dependencies.
+# -Werror goes first: SwiftPM 6.3 rejects it as the last argument.
+CWARNINGS  := -Xcc -Werror -Xcc -Wall -Xcc -Wextra
+RELEASE    := $(SWIFT) build -c release $(CWARNINGS) --product metronome
+CLI        := .build/release/metronome
+ARGS       ?=
+UBSAN_DIR  := $(shell dirname $$(clang -print-file-name=libclang_rt.ubsan_standalone-x86_64.so 2>/dev/null) 2>/dev/null)
+
+.PHONY: deps build test test-tsan test-asan test-ubsan-c jitter coalesce scale stress stress-ci bench plot format lint
+
+deps:
+	@pkg-config --exists libevent || { \
+		echo "metronome: installing libevent-dev (Debian's package)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libevent-dev pkg-config; }
+
+build: deps
+	$(SWIFT) build $(CWARNINGS)
+
+# The test suite: state machine, C core contract, SafeDispatchTimer on both backends,
+# measurement statistics. Real time, but no timing thresholds.
+test: deps
+	$(SWIFT) test $(CWARNINGS)
+
+test-tsan: deps
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+# AddressSanitizer over the C core's contract tests.
+test-asan: deps
+	$(SWIFT) test --sanitize=address --scratch-path .build-asan --filter CMetronomeTests
+
+# UndefinedBehaviorSanitizer for the C core (swift test rejects -sanitize=undefined for
+# Swift targets, so it is passed to clang only).
+test-ubsan-c: deps
+	LD_LIBRARY_PATH=$(UBSAN_DIR) $(SWIFT) test --scratch-path .build-ubsan --filter CMetronomeTests \
+		-Xcc -fsanitize=undefined -Xcc -fno-sanitize-recover=undefined \
+		-Xlinker -L$(UBSAN_DIR) -Xlinker -lclang_rt.ubsan_standalone-x86_64
+
+jitter: deps
+	$(RELEASE)
+	$(CLI) jitter $(ARGS)
+
+coalesce: deps
+	$(RELEASE)
+	$(CLI) coalesce $(ARGS)
+
+scale: deps
+	$(RELEASE)
+	$(CLI) scale $(ARGS)
+
+stress: deps
+	$(RELEASE)
+	$(CLI) stress --duration 60 $(ARGS)
+
+stress-ci: deps
+	$(RELEASE)
+	$(CLI) stress --duration 20 $(ARGS)
+
+bench: deps
+	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark $(ARGS)
+
+# Turns `metronome jitter --hgrm results/` output into results/jitter.png.
+plot:
+	@command -v gnuplot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox; }
+	gnuplot -e "dir='results'" scripts/plot-jitter.gp
+
+format:
+	$(SWIFT) format -i -r Sources Tests Benchmarks
+
+lint:
+	$(SWIFT) format lint --strict -r Sources Tests

@@ -1,0 +1,160 @@
+/// A `Clock` whose sleeps are timers on a ``TimerEngine``.
+///
+/// `EngineClock` lets `async` code sleep with the engine's precision: each
+/// ``sleep(until:tolerance:)`` arms one one-shot timer whose handler runs inline on the
+/// engine's firing thread and resumes the sleeping task. The tolerance becomes the timer's
+/// leeway, so sleeps with a tolerance can share wake-ups.
+///
+/// Instants are ``TimerInstant``s on the chosen ``TimerClock`` (monotonic by default, the
+/// clock of `DispatchTime`), so a sleep never returns before the deadline as read on that
+/// clock. Cancelling the sleeping task disarms the timer at once and throws
+/// `CancellationError`; nothing is left armed.
+///
+/// ```swift
+/// let clock = EngineClock()
+/// try await Task.sleep(for: .milliseconds(5), tolerance: .microseconds(50), clock: clock)
+///
+/// // A drift-free 1 ms sequence (swift-async-algorithms):
+/// for await instant in AsyncTimerSequence(interval: .milliseconds(1), clock: clock) {
+///     render(at: instant)
+/// }
+/// ```
+public struct EngineClock: Clock, Sendable {
+    /// The duration type of the clock: `Swift.Duration`.
+    public typealias Duration = Swift.Duration
+
+    /// The instant type of the clock: nanoseconds on ``clock``.
+    public typealias Instant = TimerInstant
+
+    /// The engine whose firing thread ends each sleep.
+    public let engine: TimerEngine
+
+    /// The clock that instants are read from and deadlines armed on.
+    public let clock: TimerClock
+
+    /// Creates a clock that sleeps on `engine`, measuring time on `clock`.
+    ///
+    /// - Parameters:
+    ///   - engine: The engine that arms the sleeps; the shared engine by default.
+    ///   - clock: The clock of the instants; monotonic by default.
+    public init(engine: TimerEngine = .shared, clock: TimerClock = .monotonic) {
+        self.engine = engine
+        self.clock = clock
+    }
+
+    /// The current instant on ``clock``.
+    public var now: TimerInstant {
+        self.clock.now()
+    }
+
+    /// One nanosecond: the resolution of the engine's deadlines.
+    public var minimumResolution: Duration {
+        .nanoseconds(1)
+    }
+
+    /// Suspends the task until `deadline`, allowing the wake-up to be up to `tolerance` late.
+    ///
+    /// A deadline that has already passed returns at once, after checking for cancellation.
+    /// Otherwise one one-shot ``SafeDispatchTimer`` is armed on ``engine`` with `tolerance`
+    /// as its leeway; its handler resumes the task on the firing thread. The task resumes no
+    /// earlier than `deadline` as read on ``clock``.
+    ///
+    /// - Parameters:
+    ///   - deadline: The instant to wake at, on ``clock``.
+    ///   - tolerance: How late the wake-up may be, to share wake-ups; `nil` means none.
+    /// - Throws: `CancellationError` if the task is cancelled before or during the sleep (the
+    ///   timer is then disarmed before this returns); ``TimerError/engineShutDown`` when the
+    ///   engine has stopped and cannot arm the timer.
+    public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {
+        try Task.checkCancellation()
+        if deadline <= self.clock.now() { return }
+        let leeway = max(tolerance ?? .zero, .zero)
+        let timer = SafeDispatchTimer(queue: nil, backend: .engine(self.engine), clock: self.clock)
+        let sleep = SleepState()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                guard sleep.wait(continuation) else {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                let armed = timer.schedule(at: deadline, leeway: leeway) { _ in
+                    sleep.finish(with: nil)
+                }
+                if !armed {
+                    sleep.finish(with: TimerError.engineShutDown)
+                } else if sleep.isCancelled {
+                    // The cancellation handler ran before the timer was armed, so its
+                    // `cancel()` found nothing to disarm: disarm here instead.
+                    timer.cancel()
+                }
+            }
+        } onCancel: {
+            // Mark first, then cancel: a concurrent arm either sees the mark or is disarmed here.
+            let continuation = sleep.cancel()
+            timer.cancel()
+            continuation?.resume(throwing: CancellationError())
+        }
+    }
+}
+
+/// One sleep's continuation and how it ended, decided under one lock.
+private final class SleepState: Sendable {
+    private enum State {
+        /// No continuation yet.
+        case pending
+        /// Waiting for the timer or a cancellation.
+        case waiting(CheckedContinuation<Void, any Error>)
+        /// Resumed by the timer (or an arming failure).
+        case finished
+        /// Resumed, or about to be, by cancellation.
+        case cancelled
+    }
+
+    private let state = LockedBox(State.pending)
+
+    /// Stores the continuation; `false` if the sleep was already cancelled.
+    func wait(_ continuation: CheckedContinuation<Void, any Error>) -> Bool {
+        self.state.withLockedValue { state in
+            guard case .pending = state else { return false }
+            state = .waiting(continuation)
+            return true
+        }
+    }
+
+    var isCancelled: Bool {
+        self.state.withLockedValue { state in
+            if case .cancelled = state { return true }
+            return false
+        }
+    }
+
+    /// Ends the sleep from the timer's side, unless cancellation already did.
+    func finish(with error: (any Error)?) {
+        let continuation = self.state.withLockedValue { state -> CheckedContinuation<Void, any Error>? in
+            guard case .waiting(let continuation) = state else { return nil }
+            state = .finished
+            return continuation
+        }
+        if let error {
+            continuation?.resume(throwing: error)
+        } else {
+            continuation?.resume()
+        }
+    }
+
+    /// Marks the sleep cancelled and returns the continuation to resume, if it is waiting.
+    func cancel() -> CheckedContinuation<Void, any Error>? {
+        self.state.withLockedValue { state in
+            switch state {
+            case .pending:
+                state = .cancelled
+                return nil
+            case .waiting(let continuation):
+                state = .cancelled
+                return continuation
+            case .finished, .cancelled:
+                return nil
+            }
+        }
+    }
+}

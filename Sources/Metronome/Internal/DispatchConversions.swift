@@ -1,0 +1,43 @@
+@preconcurrency import Dispatch
+
+/// Nanoseconds from the Dispatch types the literature's API takes; `nil` for values no
+/// timer can honour (negative, not finite, or past `Int64`).
+enum DispatchConversions {
+    /// A finite interval, or `.never`.
+    enum Interval: Equatable {
+        case nanoseconds(Int64)
+        case never
+    }
+
+    static func interval(_ interval: DispatchTimeInterval) -> Interval? {
+        let value: Int
+        let scale: Int64
+        switch interval {
+        case .seconds(let seconds): (value, scale) = (seconds, 1_000_000_000)
+        case .milliseconds(let milliseconds): (value, scale) = (milliseconds, 1_000_000)
+        case .microseconds(let microseconds): (value, scale) = (microseconds, 1_000)
+        case .nanoseconds(let nanoseconds): (value, scale) = (nanoseconds, 1)
+        case .never: return .never
+        @unknown default: return nil
+        }
+        let (nanoseconds, overflow) = Int64(value).multipliedReportingOverflow(by: scale)
+        guard !overflow, nanoseconds >= 0 else { return nil }
+        return .nanoseconds(nanoseconds)
+    }
+
+    static func interval(seconds: Double) -> Int64? {
+        let nanoseconds = seconds * 1e9
+        guard nanoseconds.isFinite, nanoseconds >= 1, nanoseconds < 9.2e18 else { return nil }
+        return Int64(nanoseconds)
+    }
+
+    /// A `DispatchTime` (always `CLOCK_MONOTONIC`) as nanoseconds on `clock`, read through
+    /// `backend` so that virtual time converts like real time. `.distantFuture` stays
+    /// as far away as a deadline can be.
+    static func deadline(_ deadline: DispatchTime, on clock: TimerClock, backend: any TimerBackend) -> Int64 {
+        let monotonic = Int64(clamping: deadline.uptimeNanoseconds)
+        guard clock != .monotonic, monotonic != .max else { return monotonic }
+        let offset = monotonic.addingSaturating(-backend.now(.monotonic))
+        return max(0, backend.now(clock).addingSaturating(offset))
+    }
+}

@@ -1,0 +1,189 @@
+@preconcurrency import Dispatch
+import Foundation
+
+/// A timer with the API Swift developers know from `DispatchSourceTimer`, that cannot crash.
+///
+/// Every method is safe from any thread, concurrently, in every state. A call that makes no
+/// sense in the current state (resuming a running timer, cancelling twice) does nothing
+/// and returns `false`; none of libdispatch's "over-resume" or "release of a suspended
+/// object" traps can happen. Dropping the last reference cancels the timer, in any state.
+///
+/// ```swift
+/// final class BackgroundPoller {
+///     private var timer: SafeDispatchTimer?
+///
+///     func start() {
+///         self.timer = SafeDispatchTimer()
+///         self.timer?.schedule(interval: 5.0) { [weak self] in self?.fetchData() }
+///     }
+///     func pause() { self.timer?.suspend() }    // no-op unless running
+///     func unpause() { self.timer?.resume() }   // no-op unless suspended
+///     func stop() { self.timer = nil }          // cancels, whatever the state
+/// }
+/// ```
+///
+/// States: `idle` → `running` (schedule) ⇄ `suspended` → `cancelled`; scheduling again
+/// from `cancelled` starts it again, and a one-shot that has fired is `idle` again. Once
+/// ``cancel()``, ``suspend()`` or ``reschedule(deadline:repeating:)`` returns, no handler
+/// for the old schedule starts; one already running finishes (``cancelAndWait()`` waits for
+/// it). See the `StateMachine` article for the full transition table.
+public final class SafeDispatchTimer: Sendable {
+    /// Where a timer is in its life.
+    public enum State: Sendable, Hashable {
+        /// Never scheduled, or a one-shot that has fired.
+        case idle
+        /// Armed: the handler runs at each deadline.
+        case running
+        /// Scheduled but paused; ``resume()`` continues the schedule.
+        case suspended
+        /// Stopped; ``schedule(interval:handler:)`` starts it again.
+        case cancelled
+    }
+
+    /// What fires the timer.
+    public enum Backend: Sendable {
+        /// Metronome's engine (the default): a timerfd-driven firing thread.
+        case engine(TimerEngine)
+        /// A GCD `DispatchSourceTimer`, for comparison.
+        case dispatch
+        /// Any other backend, such as `MetronomeTesting.ManualTimeline` in tests.
+        case custom(any TimerBackend)
+
+        var resolved: any TimerBackend {
+            switch self {
+            case .engine(let engine): EngineBackend(engine: engine)
+            // One private serial queue per timer: handlers of one timer never overlap, even
+        // across a reschedule that replaces its source.
+        case .dispatch: DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer"))
+            case .custom(let backend): backend
+            }
+        }
+    }
+
+    private let core: TimerCore
+
+    /// Creates an idle timer.
+    ///
+    /// - Parameters:
+    ///   - queue: Where the handler runs. `nil` runs it on the firing thread itself: the
+    ///     lowest latency, for handlers that return quickly (with `.dispatch`, on a private
+    ///     serial queue).
+    ///   - backend: What fires the timer; the shared engine by default.
+    ///   - clock: The clock deadlines are measured on.
+    public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
+        self.core = TimerCore(queue: queue, backend: backend.resolved, clock: clock)
+    }
+
+    deinit {
+        self.core.close()
+    }
+
+    /// The timer's state now.
+    public var state: State {
+        self.core.state
+    }
+
+    /// Fires `handler` every `interval` seconds, starting `interval` from now.
+    ///
+    /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or when
+    ///   `interval` is not a finite positive number of at least a nanosecond.
+    @discardableResult
+    public func schedule(interval: TimeInterval, handler: @escaping @Sendable () -> Void) -> Bool {
+        guard let period = DispatchConversions.interval(seconds: interval) else { return false }
+        let start = self.core.now().addingSaturating(period)
+        guard let schedule = TimerSchedule(deadlineNanoseconds: start, periodNanoseconds: period) else {
+            return false
+        }
+        return self.core.schedule(schedule) { _ in handler() }
+    }
+
+    /// Fires `handler` at `deadline` and then every `repeating`, each firing allowed to be
+    /// up to `leeway` late so that wake-ups can be shared.
+    ///
+    /// Repeating deadlines are `deadline + k · repeating`, so lateness never accumulates;
+    /// a handler that falls behind gets one tick reporting the skipped periods in
+    /// ``Tick/missed``, not a burst. A `leeway` longer than `repeating` is clamped to it.
+    ///
+    /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or for a
+    ///   negative interval, a zero period, or a `.never` leeway.
+    @discardableResult
+    public func schedule(
+        deadline: DispatchTime,
+        repeating: DispatchTimeInterval = .never,
+        leeway: DispatchTimeInterval = .nanoseconds(0),
+        handler: @escaping @Sendable (Tick) -> Void
+    ) -> Bool {
+        guard let schedule = self.core.schedule(deadline: deadline, repeating: repeating, leeway: leeway) else {
+            return false
+        }
+        return self.core.schedule(schedule, handler: handler)
+    }
+
+    /// Fires `handler` at `deadline` on the timer's own clock and then every `period`.
+    ///
+    /// The form to use with the boottime and wall clocks, whose instants `DispatchTime`
+    /// cannot express.
+    ///
+    /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or for a
+    ///   negative deadline, a period that is not positive or a negative leeway.
+    @discardableResult
+    public func schedule(
+        at deadline: TimerInstant,
+        every period: Duration? = nil,
+        leeway: Duration = .zero,
+        handler: @escaping @Sendable (Tick) -> Void
+    ) -> Bool {
+        guard
+            let schedule = TimerSchedule(
+                deadlineNanoseconds: deadline.nanoseconds,
+                periodNanoseconds: period?.saturatingNanoseconds,
+                leewayNanoseconds: leeway.saturatingNanoseconds
+            )
+        else { return false }
+        return self.core.schedule(schedule, handler: handler)
+    }
+
+    /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.
+    ///
+    /// A suspended timer stays suspended and follows the new schedule once resumed.
+    ///
+    /// - Returns: `false`, doing nothing, for an idle or cancelled timer or invalid values.
+    @discardableResult
+    public func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval = .never) -> Bool {
+        self.core.reschedule(deadline: deadline, repeating: repeating)
+    }
+
+    /// Pauses a running timer.
+    ///
+    /// - Returns: `false`, doing nothing, unless the timer is running.
+    @discardableResult
+    public func suspend() -> Bool {
+        self.core.suspend()
+    }
+
+    /// Continues a suspended timer. A repeating timer keeps its phase: deadlines that passed
+    /// while suspended are skipped (not reported as missed); a one-shot whose deadline
+    /// passed fires at once.
+    ///
+    /// - Returns: `false`, doing nothing, unless the timer is suspended.
+    @discardableResult
+    public func resume() -> Bool {
+        self.core.resume()
+    }
+
+    /// Stops a running or suspended timer. A handler already running is not interrupted.
+    ///
+    /// - Returns: `false`, doing nothing, unless the timer is running or suspended.
+    @discardableResult
+    public func cancel() -> Bool {
+        self.core.cancel()
+    }
+
+    /// Cancels the timer and returns once no handler of it is running.
+    ///
+    /// From inside the timer's own handler it cancels and returns at once. Do not call it
+    /// while holding a lock that the handler takes.
+    public func cancelAndWait() {
+        self.core.cancelAndWait()
+    }
+}

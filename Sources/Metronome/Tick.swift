@@ -1,0 +1,35 @@
+/// What a timer's handler receives: which deadline this firing stands for and how it went.
+public struct Tick: Sendable, Hashable {
+    /// The deadline this firing stands for, on the timer's clock: for a late repeating
+    /// timer, the latest deadline that passed.
+    public var scheduled: TimerInstant
+
+    /// When the firing was committed to, on the same clock.
+    public var fired: TimerInstant
+
+    /// Deadlines of a repeating timer skipped before this one because their leeway windows
+    /// had closed.
+    ///
+    /// A late repeating timer does not burst to catch up: it fires once, for the latest
+    /// deadline, and reports here how many it skipped. The earliest deadline this firing
+    /// covers is `scheduled - missed · period`. Always `0` for a one-shot timer.
+    public var missed: Int
+
+    /// The index of ``scheduled`` on the timer's schedule (`start + sequence · period`).
+    ///
+    /// Each tick's sequence is the previous tick's `sequence + missed + 1`.
+    public var sequence: UInt64
+
+    /// Creates a tick.
+    public init(scheduled: TimerInstant, fired: TimerInstant, missed: Int, sequence: UInt64) {
+        self.scheduled = scheduled
+        self.fired = fired
+        self.missed = missed
+        self.sequence = sequence
+    }
+
+    /// How long after ``scheduled`` the firing happened.
+    public var lateness: Duration {
+        self.scheduled.duration(to: self.fired)
+    }
+}

@@ -1,0 +1,207 @@
+internal import CMetronome
+@preconcurrency import Dispatch
+import Glibc
+
+/// One firing thread and its timers: Metronome's timer engine.
+///
+/// Most programs use ``shared``. Create an engine of your own for a different
+/// ``Configuration``, such as a real-time priority or a spin window for the lowest jitter.
+///
+/// ```swift
+/// let engine = try TimerEngine(configuration: .init(realtimePriority: 10))
+/// let timer = SafeDispatchTimer(backend: .engine(engine))
+/// timer.schedule(interval: 0.001) { sendNextPacket() }
+/// print(engine.counters.fired)
+/// ```
+///
+/// An engine stops when it is shut down or released. Every timer on it is then disarmed
+/// and its handler released; a timer scheduled later on it returns `false`.
+public final class TimerEngine: Sendable {
+    /// How an engine's firing thread runs.
+    public struct Configuration: Sendable, Hashable {
+        /// `SCHED_FIFO` priority 1...99 for the firing thread, or `nil` for normal
+        /// scheduling. A refusal (no `CAP_SYS_NICE`) is reported in ``threadReport``.
+        public var realtimePriority: Int?
+        /// A CPU to pin the firing thread to, or `nil`.
+        public var cpu: Int?
+        /// Wake up this much before each deadline and spin to it: lower jitter, paid in CPU.
+        public var spinWindow: Duration
+        /// A firing later than its leeway window by more than this counts in
+        /// ``Counters/late``.
+        public var lateThreshold: Duration
+
+        /// Creates a configuration; the defaults are normal scheduling, no affinity, no spin
+        /// window and a 1 ms late threshold.
+        public init(
+            realtimePriority: Int? = nil,
+            cpu: Int? = nil,
+            spinWindow: Duration = .zero,
+            lateThreshold: Duration = .milliseconds(1)
+        ) {
+            self.realtimePriority = realtimePriority
+            self.cpu = cpu
+            self.spinWindow = spinWindow
+            self.lateThreshold = lateThreshold
+        }
+    }
+
+    /// What the engine has done; each read is a consistent snapshot.
+    public struct Counters: Sendable, Hashable {
+        /// Times the firing thread woke on a timerfd.
+        public var wakeups: UInt64
+        /// Handlers fired.
+        public var fired: UInt64
+        /// Firings later than their window by more than the late threshold.
+        public var late: UInt64
+        /// Periods skipped by late repeating timers (the sum of every tick's `missed`).
+        public var missedPeriods: UInt64
+        /// Timers armed now.
+        public var armed: UInt64
+        /// Firings that shared a wake-up with an earlier one.
+        public var coalesced: UInt64
+        /// Wall-clock steps noticed.
+        public var clockSteps: UInt64
+    }
+
+    /// How the requested thread settings turned out.
+    public struct ThreadReport: Sendable, Hashable {
+        /// The granted `SCHED_FIFO` priority, or `nil`.
+        public var realtimePriority: Int?
+        /// Why a requested real-time priority was refused, or `nil`.
+        public var realtimeRefusal: TimerError?
+        /// The CPU the firing thread is pinned to, or `nil`.
+        public var cpu: Int?
+        /// Why a requested CPU affinity was refused, or `nil`.
+        public var cpuRefusal: TimerError?
+    }
+
+    /// The engine every timer uses unless told otherwise, created on first use.
+    ///
+    /// Should it fail to start (no descriptors left), timers on it refuse to schedule.
+    public static let shared = TimerEngine(orUnavailable: Configuration())
+
+    /// The configuration the engine was created with.
+    public let configuration: Configuration
+
+    // Freed only in deinit: every armed timer holds the engine, so nothing can race it.
+    private nonisolated(unsafe) let raw: OpaquePointer?
+
+    /// Starts an engine and its firing thread.
+    ///
+    /// - Parameter configuration: How the firing thread runs.
+    /// - Throws: ``TimerError`` with `EINVAL` for a priority outside 1...99, a CPU outside
+    ///   the machine or a negative duration; `EMFILE`/`ENFILE` when descriptors run out.
+    ///   The corresponding C function is `mtr_engine_create`.
+    public init(configuration: Configuration = Configuration()) throws(TimerError) {
+        self.configuration = configuration
+        self.raw = try Self.start(configuration)
+    }
+
+    private init(orUnavailable configuration: Configuration) {
+        self.configuration = configuration
+        self.raw = try? Self.start(configuration)
+    }
+
+    private static func start(_ configuration: Configuration) throws(TimerError) -> OpaquePointer? {
+        if configuration.realtimePriority == 0 || configuration.lateThreshold <= .zero {
+            throw TimerError(code: EINVAL, operation: "mtr_engine_create")
+        }
+        var config = mtr_engine_config()
+        mtr_engine_config_init(&config)
+        config.on_fire = engineFire
+        config.on_release = engineRelease
+        config.spin_ns = configuration.spinWindow.saturatingNanoseconds
+        config.late_threshold_ns = configuration.lateThreshold.saturatingNanoseconds
+        config.realtime_priority = CInt(clamping: configuration.realtimePriority ?? 0)
+        config.cpu = CInt(clamping: configuration.cpu ?? -1)
+        var engine: OpaquePointer?
+        try coreCall("mtr_engine_create") { mtr_engine_create(&config, &engine) }
+        return engine
+    }
+
+    deinit {
+        mtr_engine_destroy(self.raw)
+    }
+
+    /// Stops the engine: disarms every timer, waits for a running handler, releases every
+    /// handler. Timers scheduled on it afterwards return `false`. Idempotent; safe from a
+    /// handler (it then returns at once and the teardown finishes when the handler returns).
+    ///
+    /// The corresponding C function is `mtr_engine_stop`.
+    public func shutdown() {
+        if let raw = self.raw { mtr_engine_stop(raw) }
+    }
+
+    /// The engine's counters now.
+    public var counters: Counters {
+        var raw = mtr_counters()
+        if let engine = self.raw { _ = mtr_engine_get_counters(engine, &raw) }
+        return Counters(
+            wakeups: raw.wakeups,
+            fired: raw.fired,
+            late: raw.late,
+            missedPeriods: raw.missed_periods,
+            armed: raw.armed,
+            coalesced: raw.coalesced,
+            clockSteps: raw.clock_steps
+        )
+    }
+
+    /// How the requested real-time priority and CPU affinity turned out.
+    public var threadReport: ThreadReport {
+        var info = mtr_engine_info()
+        if let engine = self.raw { _ = mtr_engine_get_info(engine, &info) }
+        return ThreadReport(
+            realtimePriority: info.realtime_priority > 0 ? Int(info.realtime_priority) : nil,
+            realtimeRefusal: info.realtime_error != 0
+                ? TimerError(code: info.realtime_error, operation: "pthread_setschedparam") : nil,
+            cpu: info.cpu >= 0 ? Int(info.cpu) : nil,
+            cpuRefusal: info.cpu_error != 0
+                ? TimerError(code: info.cpu_error, operation: "pthread_setaffinity_np") : nil
+        )
+    }
+
+    /// Makes the engine re-evaluate every timer on `clock`, as it does by itself after a
+    /// wall-clock step. Due timers fire; the rest stay armed.
+    ///
+    /// The corresponding C function is `mtr_engine_clock_changed`.
+    public func clockChanged(_ clock: TimerClock) {
+        if let raw = self.raw { _ = mtr_engine_clock_changed(raw, clock.coreClock) }
+    }
+
+    /// Arms one C timer for `schedule`, or returns `nil` once the engine has stopped.
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, delivery: EngineDelivery) -> EngineArmedTimer? {
+        guard let raw = self.raw else { return nil }
+        let context = Unmanaged.passRetained(delivery)
+        var id: mtr_timer_id = 0
+        guard mtr_timer_create(raw, context.toOpaque(), &id) == 0 else {
+            context.release()
+            return nil
+        }
+        let code =
+            if let period = schedule.periodNanoseconds {
+                mtr_timer_arm_repeating(
+                    raw, id, clock.coreClock, schedule.deadlineNanoseconds, period, schedule.leewayNanoseconds)
+            } else {
+                mtr_timer_arm_once(raw, id, clock.coreClock, schedule.deadlineNanoseconds, schedule.leewayNanoseconds)
+            }
+        guard code == 0 else {
+            _ = mtr_timer_destroy(raw, id)  // releases the context
+            return nil
+        }
+        return EngineArmedTimer(engine: self, id: id)
+    }
+
+    /// Retires a C timer; its context is released once no callback of it runs.
+    func destroy(_ id: UInt64) {
+        if let raw = self.raw { _ = mtr_timer_destroy(raw, id) }
+    }
+}
+
+private let engineFire: mtr_fire_fn = { context, tick in
+    Unmanaged<EngineDelivery>.fromOpaque(context!).takeUnretainedValue().deliver(tick.pointee)
+}
+
+private let engineRelease: mtr_release_fn = { context in
+    Unmanaged<EngineDelivery>.fromOpaque(context!).release()
+}

@@ -1,0 +1,47 @@
+import Glibc
+
+/// An error from the timer core, carrying the underlying `errno` value.
+///
+/// Misuse of a timer's state machine is never an error: those calls return `false`. A
+/// `TimerError` means the system refused something, such as descriptors running out when
+/// an engine is created.
+public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The raw `errno` value.
+    public var code: CInt
+
+    /// The C function that failed, such as `mtr_engine_create`.
+    public var operation: String
+
+    /// Creates an error from an `errno` value and the operation that returned it.
+    public init(code: CInt, operation: String) {
+        self.code = code
+        self.operation = operation
+    }
+
+    /// An argument was out of range. The corresponding C error is `EINVAL`.
+    public static let invalidArgument = TimerError(code: EINVAL, operation: "")
+
+    /// The process ran out of file descriptors. The corresponding C error is `EMFILE`.
+    public static let tooManyOpenFiles = TimerError(code: EMFILE, operation: "")
+
+    /// The engine has been shut down. The corresponding C error is `ESHUTDOWN`.
+    public static let engineShutDown = TimerError(code: ESHUTDOWN, operation: "")
+
+    /// Whether two errors carry the same `errno`, whatever the operation.
+    public static func ~= (pattern: TimerError, value: any Error) -> Bool {
+        (value as? TimerError)?.code == pattern.code
+    }
+
+    public var description: String {
+        "\(self.operation): \(String(cString: strerror(self.code))) (errno \(self.code))"
+    }
+}
+
+/// The one funnel for C calls that report an errno.
+@inline(__always)
+func coreCall(_ operation: StaticString, _ body: () -> CInt) throws(TimerError) {
+    let code = body()
+    if code != 0 {
+        throw TimerError(code: code, operation: "\(operation)")
+    }
+}

@@ -1,0 +1,44 @@
+/// A point in time on a ``TimerClock``, in nanoseconds since that clock's epoch.
+///
+/// Instants from different clocks are not comparable in meaning; a timer's ticks all come
+/// from its own clock.
+public struct TimerInstant: InstantProtocol, Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// Nanoseconds since the clock's epoch (boot for monotonic and boottime, 1970 for wall).
+    public var nanoseconds: Int64
+
+    /// Creates an instant from nanoseconds on a clock.
+    public init(nanoseconds: Int64) {
+        self.nanoseconds = nanoseconds
+    }
+
+    public func advanced(by duration: Duration) -> TimerInstant {
+        TimerInstant(nanoseconds: self.nanoseconds.addingSaturating(duration.saturatingNanoseconds))
+    }
+
+    public func duration(to other: TimerInstant) -> Duration {
+        .nanoseconds(other.nanoseconds - self.nanoseconds)
+    }
+
+    public static func < (lhs: TimerInstant, rhs: TimerInstant) -> Bool {
+        lhs.nanoseconds < rhs.nanoseconds
+    }
+
+    public var description: String { "\(self.nanoseconds) ns" }
+}
+
+extension Int64 {
+    func addingSaturating(_ other: Int64) -> Int64 {
+        let (sum, overflow) = self.addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
+    }
+}
+
+extension Duration {
+    /// This duration in whole nanoseconds, clamped to `Int64`'s range.
+    var saturatingNanoseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds > 0 ? .max : .min }
+        return whole.addingSaturating(attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,90 @@
+/// When a timer fires: a deadline, an optional period and a leeway, in nanoseconds on the
+/// timer's own clock.
+///
+/// A schedule is validated once, at construction, so the state machine and the backends
+/// never have to handle a negative deadline, a non-positive period or a leeway window that
+/// runs past `Int64.max`.
+///
+/// A timer may fire anywhere in `[deadline, deadline + leeway]`. A repeating timer keeps the
+/// phase of its first deadline: its deadlines are `deadline + k · period` for `k >= 0`, so
+/// lateness in one tick never shifts the later ones.
+public struct TimerSchedule: Hashable, Sendable {
+    /// The first (or only) deadline, absolute, in nanoseconds.
+    public internal(set) var deadlineNanoseconds: Int64
+
+    /// The distance between deadlines of a repeating timer; `nil` for a one-shot timer.
+    public internal(set) var periodNanoseconds: Int64?
+
+    /// How late the timer may fire so that wake-ups can be coalesced.
+    public internal(set) var leewayNanoseconds: Int64
+
+    /// Creates a schedule, or returns `nil` if the values cannot describe a timer.
+    ///
+    /// A leeway larger than the period is clamped to the period, so consecutive windows never
+    /// overlap.
+    ///
+    /// - Parameters:
+    ///   - deadlineNanoseconds: The first (or only) deadline; must not be negative.
+    ///   - periodNanoseconds: `nil` for a one-shot timer, otherwise greater than zero.
+    ///   - leewayNanoseconds: Must not be negative.
+    /// - Returns: `nil` for a negative deadline, a period of zero or less, a negative leeway,
+    ///   or when `deadline + leeway` (after clamping) does not fit in `Int64`.
+    public init?(deadlineNanoseconds: Int64, periodNanoseconds: Int64? = nil, leewayNanoseconds: Int64 = 0) {
+        guard deadlineNanoseconds >= 0, leewayNanoseconds >= 0 else { return nil }
+        var leeway = leewayNanoseconds
+        if let period = periodNanoseconds {
+            guard period > 0 else { return nil }
+            leeway = min(leeway, period)
+        }
+        // The backends arm for the hard expiry; it must be representable.
+        guard !deadlineNanoseconds.addingReportingOverflow(leeway).overflow else { return nil }
+        self.deadlineNanoseconds = deadlineNanoseconds
+        self.periodNanoseconds = periodNanoseconds
+        self.leewayNanoseconds = leeway
+    }
+
+    /// Whether the timer fires more than once.
+    public var isRepeating: Bool { self.periodNanoseconds != nil }
+
+    /// The first deadline of this schedule that is not before `now`.
+    ///
+    /// A one-shot timer has a single deadline, which is returned even if it has passed. For a
+    /// repeating timer this is the first `deadline + k · period` (`k >= 0`) that is at or after
+    /// `now`, so the timer keeps its phase instead of drifting by the time it was late.
+    ///
+    /// - Parameter now: The current time on the timer's clock.
+    /// - Returns: The deadline, saturated to `Int64.max` if it is not representable.
+    public func nextDeadline(onOrAfter now: Int64) -> Int64 {
+        guard let period = self.periodNanoseconds, now > self.deadlineNanoseconds else {
+            return self.deadlineNanoseconds
+        }
+        // Cannot overflow: deadline >= 0 and now > deadline.
+        let elapsed = now - self.deadlineNanoseconds
+        let (whole, remainder) = elapsed.quotientAndRemainder(dividingBy: period)
+        let periods = remainder == 0 ? whole : whole + 1
+        let (offset, offsetOverflow) = periods.multipliedReportingOverflow(by: period)
+        let (deadline, deadlineOverflow) = self.deadlineNanoseconds.addingReportingOverflow(offset)
+        return offsetOverflow || deadlineOverflow ? .max : deadline
+    }
+
+    /// This schedule as it continues after the timer was suspended until `now`.
+    ///
+    /// Periods that passed while the timer was suspended are skipped, not reported as missed.
+    /// A repeating deadline at the resume instant itself counts as passed: it may have been
+    /// delivered just before the suspend, and must never be delivered twice. A one-shot
+    /// timer whose deadline passed is unchanged, so it fires at once.
+    ///
+    /// - Parameter now: The time of the resume on the timer's clock.
+    /// - Returns: The same schedule with its deadline moved to the first one after `now`,
+    ///   capped at `Int64.max - leeway`.
+    func resumed(at now: Int64) -> TimerSchedule {
+        var resumed = self
+        let next = self.isRepeating ? self.nextDeadline(onOrAfter: now.addingSaturating(1)) : self.deadlineNanoseconds
+        // The cap keeps the guarantee made by `init?`: deadline + leeway never overflows.
+        resumed.deadlineNanoseconds = min(
+            next,
+            .max - self.leewayNanoseconds
+        )
+        return resumed
+    }
+}

@@ -1,0 +1,194 @@
+extension TimerEngine {
+    /// Ticks every `interval` on this engine, as an `AsyncSequence`.
+    ///
+    /// Each iterator arms its own repeating timer when it is created; deadlines are
+    /// `start + k · interval` with the first one `interval` from then, so lateness never
+    /// accumulates. A consumer slower than the timer is not flooded: an undelivered tick is
+    /// merged with the next one, whose ``Tick/missed`` then counts every period the consumer
+    /// did not see.
+    ///
+    /// Leaving the loop (`break`, `return`, a thrown error, the iterator's release) or
+    /// cancelling the consuming task disarms the timer.
+    ///
+    /// ```swift
+    /// for await tick in TimerEngine.shared.ticks(every: .milliseconds(1)) {
+    ///     if tick.missed > 0 { log("fell behind by \(tick.missed) periods") }
+    ///     if done { break }   // disarms the timer
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - interval: The period; a non-positive one produces an empty sequence.
+    ///   - leeway: How late each firing may be, to share wake-ups.
+    ///   - clock: The clock the deadlines are measured on.
+    /// - Returns: A sequence of ticks, one iteration per iterator.
+    public func ticks(every interval: Duration, leeway: Duration = .zero, clock: TimerClock = .monotonic)
+        -> TimerTicks
+    {
+        TimerTicks(engine: self, interval: interval, leeway: leeway, clock: clock)
+    }
+}
+
+/// The ticks of a repeating engine timer, with missed periods merged rather than queued.
+///
+/// Made by ``TimerEngine/ticks(every:leeway:clock:)``. Every iterator has its own timer,
+/// armed when the iterator is made and disarmed when iteration ends.
+///
+/// As everywhere, ``Tick/missed`` counts the periods skipped *before* a tick, since the
+/// previous tick the consumer received: `tick.sequence == previous.sequence + tick.missed + 1`
+/// (the first tick's `missed` is its `sequence`). Periods are skipped when the engine fired
+/// late, or when the consumer was slow.
+///
+/// At most one tick waits for the consumer. When the timer fires again before the consumer
+/// took it, the two are merged into one: the newer ``Tick/scheduled``, ``Tick/fired`` and
+/// ``Tick/sequence``, with ``Tick/missed`` increased by the older tick's `missed + 1`. A
+/// consumer that stalls for ten periods gets one tick with `missed == 9`, not a burst.
+///
+/// ```swift
+/// var ticks = engine.ticks(every: .milliseconds(10)).makeAsyncIterator()
+/// let first = await ticks.next()   // about 10 ms from makeAsyncIterator()
+/// ```
+public struct TimerTicks: AsyncSequence, Sendable {
+    /// Each element is one (possibly merged) firing.
+    public typealias Element = Tick
+
+    /// The sequence never throws.
+    public typealias Failure = Never
+
+    /// The engine the timers are armed on.
+    public let engine: TimerEngine
+    /// The period.
+    public let interval: Duration
+    /// How late each firing may be.
+    public let leeway: Duration
+    /// The clock the deadlines are measured on.
+    public let clock: TimerClock
+
+    init(engine: TimerEngine, interval: Duration, leeway: Duration, clock: TimerClock) {
+        self.engine = engine
+        self.interval = interval
+        self.leeway = leeway
+        self.clock = clock
+    }
+
+    /// Arms a new timer, first deadline ``interval`` from now, and returns its iterator.
+    public func makeAsyncIterator() -> Iterator {
+        let storage = TickStorage(engine: self.engine, clock: self.clock)
+        storage.start(interval: self.interval, leeway: self.leeway, clock: self.clock)
+        return Iterator(storage: storage)
+    }
+
+    /// Iterates one timer's ticks; releasing it disarms the timer.
+    public struct Iterator: AsyncIteratorProtocol {
+        /// The sequence never throws.
+        public typealias Failure = Never
+
+        private let storage: TickStorage
+
+        init(storage: TickStorage) {
+            self.storage = storage
+        }
+
+        /// The next tick, waiting for it if needed; `nil` once the task is cancelled or the
+        /// engine stopped.
+        public mutating func next() async -> Tick? {
+            await self.storage.next()
+        }
+
+        /// The next tick, waiting for it if needed; `nil` once the task is cancelled or the
+        /// engine stopped.
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Tick? {
+            await self.storage.next()
+        }
+    }
+}
+
+/// One iterator's timer and the tick waiting for its consumer.
+final class TickStorage: Sendable {
+    private struct State {
+        /// The undelivered tick, merged with any later firing.
+        var pending: Tick?
+        /// The consumer waiting in `next()`.
+        var waiter: CheckedContinuation<Tick?, Never>?
+        var finished = false
+        /// The sequence of the last firing received, to restate `missed` per received tick.
+        var lastSequence: UInt64?
+    }
+
+    private let state = LockedBox(State())
+    private let timer: SafeDispatchTimer
+
+    init(engine: TimerEngine, clock: TimerClock) {
+        self.timer = SafeDispatchTimer(queue: nil, backend: .engine(engine), clock: clock)
+    }
+
+    deinit {
+        self.timer.cancel()
+    }
+
+    func start(interval: Duration, leeway: Duration, clock: TimerClock) {
+        let first = clock.now().advanced(by: interval)
+        let armed =
+            interval > .zero
+            && self.timer.schedule(at: first, every: interval, leeway: max(leeway, .zero)) { [weak self] tick in
+                // Resume after the strong reference is gone, so that a consumer who breaks
+                // out at once releases the last reference itself and disarms synchronously.
+                if let (waiter, tick) = self?.take(tick) { waiter.resume(returning: tick) }
+            }
+        if !armed { self.finish() }
+    }
+
+    /// Hands `tick` to the waiting consumer (returned, to resume) or merges it into the
+    /// pending tick.
+    private func take(_ tick: Tick) -> (CheckedContinuation<Tick?, Never>, Tick)? {
+        self.state.withLockedValue { state -> (CheckedContinuation<Tick?, Never>, Tick)? in
+            guard !state.finished else { return nil }
+            // The engine reports on a late tick the deadlines skipped after it; restate them
+            // as the periods skipped before it, which is what merging adds up.
+            var tick = tick
+            tick.missed = Int(clamping: tick.sequence &- (state.lastSequence.map { $0 &+ 1 } ?? 0))
+            state.lastSequence = tick.sequence
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return (waiter, tick)
+            }
+            var merged = tick
+            if let previous = state.pending {
+                merged.missed += previous.missed + 1
+            }
+            state.pending = merged
+            return nil
+        }
+    }
+
+    func next() async -> Tick? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Tick?, Never>) in
+                let ready = self.state.withLockedValue { state -> Tick?? in
+                    if let pending = state.pending {
+                        state.pending = nil
+                        return .some(pending)
+                    }
+                    if state.finished { return .some(nil) }
+                    state.waiter = continuation
+                    return .none
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            self.finish()
+        }
+    }
+
+    /// Ends the sequence: disarms the timer and releases a waiting consumer with `nil`.
+    func finish() {
+        let waiter = self.state.withLockedValue { state -> CheckedContinuation<Tick?, Never>? in
+            state.finished = true
+            state.pending = nil
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        self.timer.cancel()
+        waiter?.resume(returning: nil)
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import Histogram
+
+/// Collects the lateness of timer firings into an HdrHistogram, from any thread.
+///
+/// Call ``record(scheduledNanoseconds:firedNanoseconds:missed:)`` first thing in a timer
+/// handler, with the deadline that firing was for and `MonotonicTime.now()`. The first
+/// `discardFirst` firings are a warm-up and are not recorded; after `target` recorded samples
+/// further firings are ignored, so every backend in a comparison reports exactly `target`
+/// samples, and ``waitUntilComplete(timeout:)`` returns.
+///
+/// ```swift
+/// let recorder = LatencyRecorder(target: 10_000, discardFirst: 100)
+/// // in the handler: recorder.record(scheduledNanoseconds: deadline,
+/// //                                 firedNanoseconds: MonotonicTime.now(), missed: 0)
+/// guard recorder.waitUntilComplete(timeout: .seconds(30)) else { … }
+/// print(recorder.summary.p99Microseconds)
+/// ```
+public final class LatencyRecorder: Sendable {
+    /// Samples after which the recorder is complete.
+    public let target: Int
+    /// Firings discarded as warm-up before recording starts.
+    public let discardFirst: Int
+
+    private struct State {
+        var histogram: Histogram<UInt64>
+        var firings = 0
+        var samples = 0
+        var missed = 0
+        var early = 0
+    }
+
+    private let state: LockedCondition<State>
+
+    /// Creates an empty recorder.
+    ///
+    /// - Parameters:
+    ///   - target: Samples to record before ``waitUntilComplete(timeout:)`` returns `true`.
+    ///   - discardFirst: Warm-up firings to ignore first.
+    public init(target: Int, discardFirst: Int = 0) {
+        precondition(target >= 0 && discardFirst >= 0, "target and discardFirst must not be negative")
+        self.target = target
+        self.discardFirst = discardFirst
+        var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+        histogram.autoResize = true
+        self.state = LockedCondition(State(histogram: histogram))
+    }
+
+    /// Records one firing.
+    ///
+    /// - Parameters:
+    ///   - scheduledNanoseconds: The `CLOCK_MONOTONIC` deadline this firing was for. When a
+    ///     firing stands for several deadlines, pass the earliest one, so the histogram holds the
+    ///     full delay (a 5 ms stall shows as 5 ms, not as less than one interval), and count the
+    ///     others in `missed`.
+    ///   - firedNanoseconds: `MonotonicTime.now()` at handler entry.
+    ///   - missed: Deadlines this firing skipped over (a timerfd expiration count minus one,
+    ///     a dispatch source's `data` minus one).
+    public func record(scheduledNanoseconds: Int64, firedNanoseconds: Int64, missed: Int) {
+        let lateness = firedNanoseconds - scheduledNanoseconds
+        let completed: Bool = self.state.withLock { state in
+            state.firings += 1
+            guard state.firings > self.discardFirst, state.samples < self.target else { return false }
+            if lateness < 0 {
+                state.early += 1
+            }
+            _ = state.histogram.record(UInt64(max(lateness, 0)))
+            state.missed += missed
+            state.samples += 1
+            return state.samples == self.target
+        }
+        if completed {
+            self.state.broadcast()
+        }
+    }
+
+    /// Waits until `target` samples have been recorded.
+    ///
+    /// - Parameter timeout: The longest to wait.
+    /// - Returns: `true` once complete, `false` if `timeout` passed first.
+    public func waitUntilComplete(timeout: Duration) -> Bool {
+        self.state.wait(timeout: timeout) { $0.samples >= self.target }
+    }
+
+    /// Whether `target` samples have been recorded.
+    public var isComplete: Bool {
+        self.state.withLock { $0.samples >= self.target }
+    }
+
+    /// Every call to ``record(scheduledNanoseconds:firedNanoseconds:missed:)`` so far,
+    /// including warm-up and those past the target: the handler invocations to charge CPU time to.
+    public var firings: Int {
+        self.state.withLock { $0.firings }
+    }
+
+    /// The percentiles and counts of what has been recorded so far.
+    public var summary: LatencySummary {
+        self.state.withLock { state in
+            let histogram = state.histogram
+            func percentile(_ value: Double) -> Int64 {
+                Int64(clamping: histogram.valueAtPercentile(value))
+            }
+            return LatencySummary(
+                samples: state.samples,
+                minNanoseconds: state.samples == 0 ? 0 : Int64(clamping: histogram.min),
+                p50Nanoseconds: percentile(50),
+                p90Nanoseconds: percentile(90),
+                p99Nanoseconds: percentile(99),
+                p999Nanoseconds: percentile(99.9),
+                maxNanoseconds: Int64(clamping: histogram.max),
+                missed: state.missed,
+                early: state.early
+            )
+        }
+    }
+
+    /// Writes the lateness distribution as an HdrHistogram percentile file (`.hgrm`).
+    ///
+    /// Values are in microseconds, the unit HdrHistogram's plotters assume.
+    ///
+    /// - Parameter path: The file to create or replace.
+    /// - Throws: The error from writing the file.
+    public func writePercentileDistribution(to path: String) throws {
+        let histogram = self.state.withLock { $0.histogram }
+        var text = ""
+        histogram.outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1_000)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+}

@@ -1,0 +1,18 @@
+import Glibc
+
+/// Voluntary context switches of the whole process: a count of thread wake-ups that works
+/// for every backend.
+///
+/// A thread switches out voluntarily when it blocks (in `epoll_wait`, `read`, a futex) and
+/// wakes up once per switch, so the difference over a run approximates how often the process
+/// woke up. Use it as wake-ups per second where a backend cannot count its own wake-ups. It
+/// includes every thread of the process, and spinning ``BusyLoad`` threads add nothing.
+public enum VoluntaryWakeups {
+    /// `getrusage(RUSAGE_SELF).ru_nvcsw`: voluntary context switches of the process so far,
+    /// including those of threads that have exited.
+    public static func count() -> Int {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return usage.ru_nvcsw
+    }
+}

@@ -1,0 +1,152 @@
+@preconcurrency import Dispatch
+import Metronome
+
+/// Virtual time for tests: a ``TimerBackend`` whose clock only moves when told, firing
+/// every due timer synchronously, in (deadline, arm order) order.
+///
+/// Like NIO's `EmbeddedEventLoop`, nothing happens between calls, so tests of code built
+/// on ``SafeDispatchTimer`` are deterministic and take microseconds:
+///
+/// ```swift
+/// let timeline = ManualTimeline()
+/// let timer = SafeDispatchTimer(backend: .custom(timeline))
+/// timer.schedule(interval: 5) { fetches.increment() }
+/// timeline.advance(by: .seconds(15))   // three firings, here and now
+/// ```
+///
+/// Every clock reads the same virtual time, starting at ``init(startingAt:)``. Handlers run
+/// on the thread that advances time, whatever queue the timer was given, and at their
+/// exact deadline: leeway is accepted and ignored.
+public final class ManualTimeline: TimerBackend, Sendable {
+    private struct Entry {
+        var deadline: Int64
+        var sequence: UInt64
+        let period: Int64?
+        let order: UInt64
+        let fire: @Sendable (Tick) -> Void
+    }
+
+    private struct Storage {
+        var now: Int64
+        var entries: [UInt64: Entry] = [:]
+        var nextOrder: UInt64 = 0
+
+        /// The next entry due at or before `limit`, earliest deadline first, then arm order.
+        func nextDue(before limit: Int64) -> (key: UInt64, value: Entry)? {
+            self.entries
+                .filter { $0.value.deadline <= limit }
+                .min { ($0.value.deadline, $0.value.order) < ($1.value.deadline, $1.value.order) }
+        }
+    }
+
+    private let storage: LockedBox<Storage>
+
+    /// Creates a timeline whose clocks all read `start`.
+    public init(startingAt start: TimerInstant = TimerInstant(nanoseconds: 0)) {
+        self.storage = LockedBox(Storage(now: start.nanoseconds))
+    }
+
+    /// The virtual time now.
+    public var now: TimerInstant {
+        TimerInstant(nanoseconds: self.storage.withLockedValue { $0.now })
+    }
+
+    /// Timers armed now.
+    public var armedCount: Int {
+        self.storage.withLockedValue { $0.entries.count }
+    }
+
+    public func now(_ clock: TimerClock) -> Int64 {
+        self.storage.withLockedValue { $0.now }
+    }
+
+    public func arm(
+        _ schedule: TimerSchedule,
+        clock: TimerClock,
+        queue: DispatchQueue?,
+        fire: @escaping @Sendable (Tick) -> Void
+    ) -> (any ArmedTimer)? {
+        let key = self.storage.withLockedValue { storage in
+            let key = storage.nextOrder
+            storage.nextOrder += 1
+            storage.entries[key] = Entry(
+                deadline: schedule.deadlineNanoseconds,
+                sequence: 0,
+                period: schedule.periodNanoseconds,
+                order: key,
+                fire: fire
+            )
+            return key
+        }
+        return Armed(timeline: self, key: key)
+    }
+
+    /// Moves time forward by `duration`, firing every timer that falls due on the way.
+    public func advance(by duration: Duration) {
+        self.advance(to: self.now.advanced(by: duration))
+    }
+
+    /// Moves time forward to `instant` (never backward), firing every timer that falls due
+    /// on the way at its own deadline.
+    public func advance(to instant: TimerInstant) {
+        while let (tick, fire) = self.popDue(before: instant.nanoseconds) {
+            fire(tick)
+        }
+        self.storage.withLockedValue { $0.now = max($0.now, instant.nanoseconds) }
+    }
+
+    /// Advances to each next deadline until no timer is armed, firing as it goes.
+    ///
+    /// - Parameter limit: The most firings to run, so a repeating timer cannot loop forever.
+    /// - Returns: The number of firings run.
+    @discardableResult
+    public func runUntilIdle(limit: Int = 10_000) -> Int {
+        var fired = 0
+        while fired < limit, let (tick, fire) = self.popDue(before: .max) {
+            fire(tick)
+            fired += 1
+        }
+        return fired
+    }
+
+    /// Removes the next due firing, moves the clock to it and schedules a repeating timer's
+    /// next deadline, all under the lock; the handler then runs outside it.
+    private func popDue(before limit: Int64) -> (Tick, @Sendable (Tick) -> Void)? {
+        self.storage.withLockedValue { storage in
+            guard let (key, entry) = storage.nextDue(before: limit) else { return nil }
+            storage.now = max(storage.now, entry.deadline)
+            // Like the engine: deadlines already behind `now` (a timer armed in the past) are
+            // skipped and reported, never fired in a burst.
+            let missed = entry.period.map { storage.now > entry.deadline ? (storage.now - entry.deadline - 1) / $0 : 0 } ?? 0
+            let scheduled = entry.deadline + missed * (entry.period ?? 0)
+            let tick = Tick(
+                scheduled: TimerInstant(nanoseconds: scheduled),
+                fired: TimerInstant(nanoseconds: storage.now),
+                missed: Int(missed),
+                sequence: entry.sequence + UInt64(missed)
+            )
+            if let period = entry.period {
+                var next = entry
+                next.deadline = scheduled.addingReportingOverflow(period).partialValue
+                next.sequence = tick.sequence + 1
+                storage.entries[key] = next.deadline > scheduled ? next : nil
+            } else {
+                storage.entries[key] = nil
+            }
+            return (tick, entry.fire)
+        }
+    }
+
+    private func disarm(_ key: UInt64) {
+        self.storage.withLockedValue { _ = $0.entries.removeValue(forKey: key) }
+    }
+
+    private struct Armed: ArmedTimer {
+        let timeline: ManualTimeline
+        let key: UInt64
+
+        func disarm() {
+            self.timeline.disarm(self.key)
+        }
+    }
+}

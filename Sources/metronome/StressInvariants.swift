@@ -1,0 +1,106 @@
+import Metronome
+
+/// One rule `metronome stress` checks; the raw value is its key in the JSON output.
+enum StressInvariant: String, CaseIterable, Codable, Sendable {
+    /// A handler started after `cancelAndWait()` returned, before the next schedule or resume.
+    case afterCancelAndWait = "after_cancel_and_wait"
+    /// More than the one in-flight handler started after `cancel()` returned `true`.
+    case afterCancel = "after_cancel"
+    /// More than the one in-flight handler started after `suspend()` returned `true`.
+    case whileSuspended = "while_suspended"
+    /// More than one handler of the old schedule started after `reschedule` returned `true`.
+    case afterReschedule = "after_reschedule"
+    /// The handler's own `CLOCK_MONOTONIC` reading was before `tick.scheduled`.
+    case early = "early"
+    /// `tick.scheduled` is no deadline (nor grid point) the timer was ever given.
+    case offSchedule = "off_schedule"
+    /// A one-shot schedule ran its handler twice.
+    case oneShotTwice = "one_shot_twice"
+    /// `tick.missed` disagrees with the lateness (with leeway 0: `lateness ≤ period`, and
+    /// `lateness > 0` when deadlines were skipped), or a one-shot reported missed periods.
+    case missedVersusLateness = "missed_vs_lateness"
+    /// A repeating arming delivered a sequence number not above the previous one.
+    case sequenceNotIncreasing = "sequence_not_increasing"
+    /// `sequence ≠ previous.sequence + missed + 1` within one arming.
+    case sequenceGap = "sequence_gap"
+    /// Two handlers of one timer ran at once (no queue given: they must be serial).
+    case overlappingHandlers = "overlapping_handlers"
+    /// Handler contexts still alive after every timer was dropped and the engines stopped.
+    case liveContexts = "live_contexts"
+    /// The engine's `fired` counter is below the handler entries seen on it.
+    case engineFired = "engine_fired_counter"
+    /// The engine's `missedPeriods` counter is below the sum of `missed` its handlers saw.
+    case engineMissed = "engine_missed_counter"
+    /// The engine still counts armed timers after every timer was dropped.
+    case engineArmed = "engine_armed_at_end"
+    /// A scheduler id did not get exactly one terminal event (executed once, or cancelled).
+    case schedulerTerminal = "scheduler_terminal_events"
+    /// A scheduler event came after the id's terminal event, or had the wrong `willRepeat`.
+    case schedulerOrder = "scheduler_event_order"
+    /// The `cancel` calls that returned `true` differ from the `cancelled` events delivered.
+    case schedulerCancelCount = "scheduler_cancel_count"
+    /// No operation completed for a long time: a hang (deadlock) in some call.
+    case stall = "stall"
+
+    /// What the row of the violations table says.
+    var summary: String {
+        switch self {
+        case .afterCancelAndWait: "handler after cancelAndWait returned"
+        case .afterCancel: "handler after cancel returned (beyond in-flight)"
+        case .whileSuspended: "handler while suspended (beyond in-flight)"
+        case .afterReschedule: "old schedule after reschedule (beyond in-flight)"
+        case .early: "handler before its deadline"
+        case .offSchedule: "tick for a deadline never armed"
+        case .oneShotTwice: "one-shot fired twice"
+        case .missedVersusLateness: "missed inconsistent with lateness"
+        case .sequenceNotIncreasing: "sequence not increasing"
+        case .sequenceGap: "sequence ≠ previous + missed + 1"
+        case .overlappingHandlers: "handlers of one timer overlapped"
+        case .liveContexts: "handler contexts alive at the end"
+        case .engineFired: "engine fired counter < handler entries"
+        case .engineMissed: "engine missed counter < missed seen"
+        case .engineArmed: "engine armed counter ≠ 0 at the end"
+        case .schedulerTerminal: "scheduler id without exactly one terminal event"
+        case .schedulerOrder: "scheduler event after terminal / wrong kind"
+        case .schedulerCancelCount: "scheduler cancel()=true ≠ cancelled events"
+        case .stall: "no progress (hang)"
+        }
+    }
+}
+
+/// Every violation seen, per subject and invariant, with the first few described.
+///
+/// Violations are rare, so a lock per record costs nothing in a clean run.
+final class StressViolations: Sendable {
+    private struct Storage {
+        var counts: [String: [StressInvariant: Int]] = [:]
+        var examples: [String] = []
+    }
+
+    /// How many descriptions are kept per subject and invariant; counts are always complete.
+    static let exampleLimit = 3
+
+    private let storage = LockedBox(Storage())
+
+    func record(_ invariant: StressInvariant, subject: String, count: Int = 1, _ detail: @autoclosure () -> String) {
+        guard count > 0 else { return }
+        let example = "\(subject): \(invariant.rawValue): \(detail())"
+        self.storage.withLockedValue { storage in
+            let before = storage.counts[subject, default: [:]][invariant, default: 0]
+            storage.counts[subject, default: [:]][invariant] = before + count
+            if before < Self.exampleLimit { storage.examples.append(example) }
+        }
+    }
+
+    func counts(subject: String) -> [StressInvariant: Int] {
+        self.storage.withLockedValue { $0.counts[subject] ?? [:] }
+    }
+
+    var total: Int {
+        self.storage.withLockedValue { $0.counts.values.reduce(0) { $0 + $1.values.reduce(0, +) } }
+    }
+
+    var examples: [String] {
+        self.storage.withLockedValue { $0.examples }
+    }
+}

@@ -1,0 +1,123 @@
+import Glibc
+import MetronomeMeasurements
+import Synchronization
+
+/// Runs the stress threads over the subjects until the time or operation budget is spent,
+/// with busy threads for load, and watches for a thread that stops making progress.
+struct StressRunner {
+    /// A thread's last completed operation, for the hang watchdog.
+    private final class Heartbeat: Sendable {
+        let time = Atomic<Int64>(0)
+    }
+
+    /// What the threads share.
+    private final class Budget: Sendable {
+        let endNanoseconds: Int64
+        let operations: Int?
+        let claimed = Atomic<Int>(0)
+        let completed = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
+
+        init(endNanoseconds: Int64, operations: Int?) {
+            self.endNanoseconds = endNanoseconds
+            self.operations = operations
+        }
+
+        /// Claims up to `batch` more operations; 0 once the budget is spent.
+        func claim(_ batch: Int) -> Int {
+            if self.stop.load(ordering: .relaxed) || MonotonicTime.now() >= self.endNanoseconds { return 0 }
+            guard let operations = self.operations else { return batch }
+            let before = self.claimed.add(batch, ordering: .relaxed).oldValue
+            return max(0, min(batch, operations - before))
+        }
+    }
+
+    /// A thread made no progress for this long: something hangs.
+    static let stallSeconds: Int64 = 30
+
+    let subjects: [any StressSubject]
+    let threads: Int
+    let seconds: Double?
+    let operations: Int?
+    let load: Int
+    let seed: UInt64
+    let violations: StressViolations
+    let progress: ((String) -> Void)?
+
+    /// Runs the threads and then each subject's end-of-run checks.
+    ///
+    /// - Returns: One row per subject and the measured running time, or `nil` after a stall
+    ///   (recorded in ``violations``), when the threads cannot be joined.
+    func run() throws -> (results: [StressResult], seconds: Double)? {
+        let subjects = self.subjects
+        let start = MonotonicTime.now()
+        let limit = self.seconds.map { start + Int64($0 * 1e9) } ?? .max
+        let budget = Budget(endNanoseconds: limit, operations: self.operations)
+        let heartbeats = (0..<self.threads).map { _ in Heartbeat() }
+        let counts = LockedCondition(subjects.map { Array(repeating: 0, count: $0.operationNames.count) })
+        let finished = LockedCondition(0)
+
+        let load = BusyLoad()
+        try load.start(threads: self.load)
+        defer { load.stop() }
+
+        var spawned: [PosixThread] = []
+        for index in 0..<self.threads {
+            let heartbeat = heartbeats[index]
+            let seed = self.seed &+ UInt64(index) &* 0xD1B5_4A32_D192_ED03
+            spawned.append(
+                try PosixThread.spawn {
+                    var random = SplitMix64(seed: seed)
+                    var local = subjects.map { Array(repeating: 0, count: $0.operationNames.count) }
+                    while true {
+                        let batch = budget.claim(64)
+                        if batch == 0 { break }
+                        for _ in 0..<batch {
+                            let subject = Int(random.next(below: Int64(subjects.count)))
+                            local[subject][subjects[subject].step(&random)] += 1
+                            heartbeat.time.store(MonotonicTime.now(), ordering: .relaxed)
+                        }
+                        budget.completed.add(batch, ordering: .relaxed)
+                    }
+                    counts.withLock { counts in
+                        for subject in counts.indices {
+                            for operation in counts[subject].indices { counts[subject][operation] += local[subject][operation] }
+                        }
+                    }
+                    finished.withLock { $0 += 1 }
+                    finished.broadcast()
+                }
+            )
+        }
+
+        var lastReport = start
+        while !finished.wait(timeout: .milliseconds(200), until: { $0 == self.threads }) {
+            let now = MonotonicTime.now()
+            if now - lastReport >= 1_000_000_000 {
+                lastReport = now
+                let done = budget.completed.load(ordering: .relaxed)
+                let rate = Double(done) / (Double(now - start) / 1e9)
+                self.progress?(String(format: "stress: %d operations, %.0f ops/s", done, rate))
+            }
+            for (index, heartbeat) in heartbeats.enumerated() {
+                let last = heartbeat.time.load(ordering: .relaxed)
+                if last > 0, now - last > Self.stallSeconds * 1_000_000_000 {
+                    self.violations.record(.stall, subject: "all", "thread \(index) made no progress for \(Self.stallSeconds) s")
+                    budget.stop.store(true, ordering: .relaxed)
+                    return nil
+                }
+            }
+        }
+        for thread in spawned { thread.join() }
+        let seconds = Double(MonotonicTime.now() - start) / 1e9
+        load.stop()
+
+        let totals = counts.withLock { $0 }
+        var results: [StressResult] = []
+        for (index, subject) in subjects.enumerated() {
+            self.progress?("stress: final checks of \(subject.name)…")
+            results.append(subject.finish(operations: totals[index], seconds: seconds))
+        }
+        return (results, seconds)
+    }
+}

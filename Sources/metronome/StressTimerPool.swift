@@ -1,0 +1,351 @@
+@preconcurrency import Dispatch
+import Metronome
+import MetronomeMeasurements
+import Synchronization
+
+/// One pooled timer: the `SafeDispatchTimer` and what its callers know about it.
+///
+/// A timer is one-shot or repeating for life, so every schedule and reschedule of it is of
+/// one kind whichever thread made it, and "a one-shot fires at most once per schedule" holds
+/// however the calls interleave.
+final class StressTimer: Sendable {
+    let timer: SafeDispatchTimer
+    /// Never held while calling into ``timer``: `cancelAndWait` may wait for a handler
+    /// that takes it.
+    let shadow = LockedBox(StressShadow())
+    let repeating: Bool
+
+    init(backend: SafeDispatchTimer.Backend, repeating: Bool) {
+        self.timer = SafeDispatchTimer(queue: nil, backend: backend)
+        self.repeating = repeating
+    }
+}
+
+/// A pool of `SafeDispatchTimer`s on one backend, operated on at random by every stress thread
+/// and by the timers' own handlers, checking each handler entry as it happens.
+///
+/// Slots are swapped under a per-slot lock; every call into a timer happens after that lock
+/// is released, and a dropped timer is released outside it (its deinit calls the backend).
+final class StressTimerPool: StressSubject {
+    enum Operation: Int, CaseIterable {
+        case create, drop, schedule, reschedule, suspend, resume, cancel, cancelAndWait, state
+
+        var weight: Int {
+            switch self {
+            case .create: 6
+            case .drop: 4
+            case .schedule: 24
+            case .reschedule: 14
+            case .suspend: 12
+            case .resume: 12
+            case .cancel: 12
+            case .cancelAndWait: 8
+            case .state: 4
+            }
+        }
+    }
+
+    /// One-shot deadlines are 0–3 ms away, periods 0.5–3 ms: the pool really fires.
+    static let delay: ClosedRange<Int64> = 0...3_000_000
+    static let period: ClosedRange<Int64> = 500_000...3_000_000
+
+    let name: String
+    let operationNames = Operation.allCases.map { "\($0)" }
+    private let weights = Operation.allCases.map(\.weight)
+    private let totalWeight = Operation.allCases.reduce(0) { $0 + $1.weight }
+
+    private let backend: SafeDispatchTimer.Backend
+    /// The engine behind ``backend``, whose counters are checked at the end; `nil` for GCD.
+    private let engine: TimerEngine?
+    private let slots: [LockedBox<StressTimer?>]
+    private let violations: StressViolations
+    private let live = StressLiveObjects()
+    private let tokens = Atomic<UInt64>(0)
+    private let closing = Atomic<Bool>(false)
+
+    private let entries = Atomic<Int>(0)
+    private let oneShots = Atomic<Int>(0)
+    private let missedSeen = Atomic<Int>(0)
+    private let selfOperations = Atomic<Int>(0)
+    private let gatedEntries = Atomic<Int>(0)
+
+    init(name: String, backend: SafeDispatchTimer.Backend, engine: TimerEngine?, timers: Int, violations: StressViolations) {
+        self.name = name
+        self.backend = backend
+        self.engine = engine
+        self.slots = (0..<timers).map { _ in LockedBox(nil) }
+        self.violations = violations
+    }
+
+    func step(_ random: inout SplitMix64) -> Int {
+        let operation = Operation(rawValue: random.pick(weights: self.weights, total: self.totalWeight))!
+        let slot = Int(random.next(below: Int64(self.slots.count)))
+        switch operation {
+        case .create:
+            let timer = StressTimer(backend: self.backend, repeating: random.next(below: 10) < 4)
+            let old = self.slots[slot].withLockedValue { current in
+                defer { current = timer }
+                return current
+            }
+            withExtendedLifetime(old) {}  // released here, outside the slot lock
+        case .drop:
+            let old = self.slots[slot].withLockedValue { current in
+                defer { current = nil }
+                return current
+            }
+            withExtendedLifetime(old) {}
+        case .schedule:
+            // Scheduling an empty slot fills it first, so most slots hold a timer.
+            let timer =
+                self.slots[slot].withLockedValue { $0 }
+                ?? self.install(StressTimer(backend: self.backend, repeating: random.next(below: 10) < 4), in: slot)
+            self.schedule(timer, slot: slot, &random)
+        case .reschedule, .suspend, .resume, .cancel, .cancelAndWait, .state:
+            guard let timer = self.slots[slot].withLockedValue({ $0 }) else { break }
+            switch operation {
+            case .reschedule: self.reschedule(timer, fromHandler: false, &random)
+            case .suspend: self.suspend(timer)
+            case .resume: self.resume(timer)
+            case .cancel: self.cancel(timer, fromHandler: false)
+            case .cancelAndWait: self.cancelAndWait(timer)
+            case .state: _ = timer.timer.state
+            case .create, .drop, .schedule: break
+            }
+        }
+        return operation.rawValue
+    }
+
+    private func install(_ timer: StressTimer, in slot: Int) -> StressTimer {
+        self.slots[slot].withLockedValue { current in
+            if let current { return current }
+            current = timer
+            return timer
+        }
+    }
+
+    // MARK: Calls into a timer, each bracketed for the shadow
+
+    private func schedule(_ stress: StressTimer, slot: Int, _ random: inout SplitMix64) {
+        let token = self.tokens.add(1, ordering: .relaxed).newValue
+        let context = StressHandlerContext(token: token, repeating: stress.repeating, live: self.live)
+        let grid = StressGrid(
+            start: MonotonicTime.now() + random.nanoseconds(in: Self.delay),
+            period: stress.repeating ? random.nanoseconds(in: Self.period) : nil
+        )
+        let ticket = stress.shadow.withLockedValue { shadow in
+            shadow.register(grid, token: token)
+            return shadow.begin(arming: true)
+        }
+        let shadow = stress.shadow
+        let accepted = stress.timer.schedule(
+            deadline: DispatchTime(uptimeNanoseconds: UInt64(grid.start)),
+            repeating: grid.period.map { .nanoseconds(Int($0)) } ?? .never,
+            leeway: .nanoseconds(0)
+        ) { [weak stress, self] tick in
+            self.handle(tick, context: context, shadow: shadow, timer: stress, slot: slot)
+        }
+        stress.shadow.withLockedValue { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
+    }
+
+    private func reschedule(_ stress: StressTimer, fromHandler: Bool, _ random: inout SplitMix64) {
+        let grid = StressGrid(
+            start: MonotonicTime.now() + random.nanoseconds(in: Self.delay),
+            period: stress.repeating ? random.nanoseconds(in: Self.period) : nil
+        )
+        let ticket = stress.shadow.withLockedValue { shadow in
+            // Any handler may carry it: reschedule keeps whichever one is installed.
+            shadow.register(grid, token: nil)
+            return shadow.begin(arming: true)
+        }
+        let accepted = stress.timer.reschedule(
+            deadline: DispatchTime(uptimeNanoseconds: UInt64(grid.start)),
+            repeating: grid.period.map { .nanoseconds(Int($0)) } ?? .never
+        )
+        // From its own handler, the firing in flight is that handler itself.
+        let transition: StressShadow.Transition = accepted ? .reschedule(grid, allowance: fromHandler ? 0 : 1) : .none
+        stress.shadow.withLockedValue { $0.end(ticket, arming: true, transition: transition) }
+    }
+
+    private func suspend(_ stress: StressTimer) {
+        let ticket = stress.shadow.withLockedValue { $0.begin(arming: false) }
+        let accepted = stress.timer.suspend()
+        let transition: StressShadow.Transition = accepted ? .stop(cause: .whileSuspended, allowance: 1) : .none
+        stress.shadow.withLockedValue { $0.end(ticket, arming: false, transition: transition) }
+    }
+
+    private func resume(_ stress: StressTimer) {
+        let ticket = stress.shadow.withLockedValue { $0.begin(arming: true) }
+        let accepted = stress.timer.resume()
+        stress.shadow.withLockedValue { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
+    }
+
+    private func cancel(_ stress: StressTimer, fromHandler: Bool) {
+        let ticket = stress.shadow.withLockedValue { $0.begin(arming: false) }
+        let accepted = stress.timer.cancel()
+        let transition: StressShadow.Transition =
+            accepted ? .stop(cause: .afterCancel, allowance: fromHandler ? 0 : 1) : .none
+        stress.shadow.withLockedValue { $0.end(ticket, arming: false, transition: transition) }
+    }
+
+    /// From another thread it waits for a running handler, so nothing may start after it;
+    /// from the timer's own handler it returns at once, and that handler is the last.
+    private func cancelAndWait(_ stress: StressTimer) {
+        let ticket = stress.shadow.withLockedValue { $0.begin(arming: false) }
+        stress.timer.cancelAndWait()
+        stress.shadow.withLockedValue {
+            $0.end(ticket, arming: false, transition: .stop(cause: .afterCancelAndWait, allowance: 0))
+        }
+    }
+
+    // MARK: The handler
+
+    private func handle(
+        _ tick: Tick,
+        context: StressHandlerContext,
+        shadow: LockedBox<StressShadow>,
+        timer: StressTimer?,
+        slot: Int
+    ) {
+        let now = MonotonicTime.now()
+        let scheduled = tick.scheduled.nanoseconds
+        var broken: [StressInvariant] = []
+        var gated = false
+        let grid = shadow.withLockedValue { shadow in
+            let grid = shadow.enter(token: context.token, scheduled: scheduled, broken: &broken, gated: &gated)
+            if now < scheduled { broken.append(.early) }
+            Self.check(tick, on: grid, context: context, broken: &broken)
+            return grid
+        }
+        self.entries.add(1, ordering: .relaxed)
+        if gated { self.gatedEntries.add(1, ordering: .relaxed) }
+        if context.repeating {
+            self.missedSeen.add(tick.missed, ordering: .relaxed)
+        } else {
+            self.oneShots.add(1, ordering: .relaxed)
+        }
+        for invariant in broken {
+            self.violations.record(
+                invariant, subject: self.name,
+                "token \(context.token) \(grid?.period.map { "period \($0)" } ?? (context.repeating ? "repeating" : "one-shot")) scheduled \(scheduled) fired \(tick.fired.nanoseconds) now \(now) missed \(tick.missed) sequence \(tick.sequence)"
+            )
+        }
+        if let timer, !self.closing.load(ordering: .relaxed) {
+            self.actOnOwnTimer(timer, tick: tick, token: context.token, slot: slot)
+        }
+        shadow.withLockedValue { $0.exit() }
+    }
+
+    /// The rules a single tick must follow, given the grid it lies on.
+    static func check(_ tick: Tick, on grid: StressGrid?, context: StressHandlerContext, broken: inout [StressInvariant]) {
+        defer { context.entries += 1 }
+        guard let grid else { return }
+        guard let period = grid.period else {
+            if context.entries > 0 { broken.append(.oneShotTwice) }
+            if tick.missed != 0 { broken.append(.missedVersusLateness) }
+            return
+        }
+        // Leeway 0: the tick stands for the latest deadline that passed, the ones it skipped
+        // had closed, and the next one had not yet come.
+        let lateness = tick.fired.nanoseconds - tick.scheduled.nanoseconds
+        if lateness >= 0, lateness > period || (tick.missed > 0 && lateness == 0) {
+            broken.append(.missedVersusLateness)
+        }
+        let (offset, overflow) = Int64(clamping: tick.sequence).multipliedReportingOverflow(by: period)
+        let arming = StressGrid(start: overflow ? .min : tick.scheduled.nanoseconds - offset, period: period)
+        if context.lastArming == arming {
+            if tick.sequence <= context.lastSequence {
+                broken.append(.sequenceNotIncreasing)
+            } else if tick.sequence != context.lastSequence + UInt64(tick.missed) + 1 {
+                broken.append(.sequenceGap)
+            }
+        }
+        context.lastArming = arming
+        context.lastSequence = tick.sequence
+    }
+
+    /// About 5% of handlers cancel their timer, 3% reschedule it, 2% drop it from the pool,
+    /// and 1% spin for up to 0.2 ms, so that other threads catch them running.
+    private func actOnOwnTimer(_ stress: StressTimer, tick: Tick, token: UInt64, slot: Int) {
+        var random = SplitMix64(seed: UInt64(bitPattern: tick.fired.nanoseconds) ^ (token &* 0x9E37_79B9_7F4A_7C15))
+        let roll = random.next(below: 1000)
+        switch roll {
+        case 0..<40:
+            self.cancel(stress, fromHandler: true)
+        case 40..<50:
+            self.cancelAndWait(stress)
+        case 50..<80:
+            self.reschedule(stress, fromHandler: true, &random)
+        case 80..<100:
+            let replacement = random.next(below: 2) == 0 ? StressTimer(backend: self.backend, repeating: stress.repeating) : nil
+            let old = self.slots[slot].withLockedValue { current -> StressTimer? in
+                guard current === stress else { return nil }
+                defer { current = replacement }
+                return current
+            }
+            withExtendedLifetime(old) {}
+        case 100..<110:
+            MonotonicTime.spin(nanoseconds: random.nanoseconds(in: 50_000...200_000))
+        default:
+            return
+        }
+        self.selfOperations.add(1, ordering: .relaxed)
+    }
+
+    // MARK: The end of the run
+
+    func finish(operations: [Int], seconds: Double) -> StressResult {
+        self.closing.store(true, ordering: .relaxed)
+        // Every op thread has been joined; wait out running handlers, then drop every timer.
+        for slot in self.slots {
+            slot.withLockedValue { $0 }?.timer.cancelAndWait()
+        }
+        for slot in self.slots {
+            let old = slot.withLockedValue { current in
+                defer { current = nil }
+                return current
+            }
+            withExtendedLifetime(old) {}
+        }
+        var counters: TimerEngine.Counters?
+        if let engine = self.engine {
+            // A dropped timer lives until a handler holding it returns.
+            if !eventually(seconds: 5, { engine.counters.armed == 0 }) {
+                let armed = engine.counters.armed
+                self.violations.record(.engineArmed, subject: self.name, "\(armed) timers still armed")
+            }
+            let snapshot = engine.counters
+            let entries = self.entries.load(ordering: .relaxed)
+            if snapshot.fired < UInt64(entries) {
+                self.violations.record(.engineFired, subject: self.name, "fired \(snapshot.fired) < \(entries) handler entries")
+            }
+            let missed = self.missedSeen.load(ordering: .relaxed)
+            if snapshot.missedPeriods < UInt64(missed) {
+                self.violations.record(
+                    .engineMissed, subject: self.name, "missedPeriods \(snapshot.missedPeriods) < \(missed) seen by handlers")
+            }
+            engine.shutdown()
+            counters = engine.counters
+        }
+        if !eventually(seconds: 5, { self.live.liveCount == 0 }) {
+            let live = self.live.liveCount
+            self.violations.record(
+                .liveContexts, subject: self.name, count: live, "\(live) of \(self.live.createdCount) contexts alive")
+        }
+        let entries = self.entries.load(ordering: .relaxed)
+        let oneShots = self.oneShots.load(ordering: .relaxed)
+        return StressResult(
+            backend: self.name,
+            seconds: seconds,
+            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            handlerEntries: entries,
+            oneShotFirings: oneShots,
+            repeatingTicks: entries - oneShots,
+            missedPeriods: self.missedSeen.load(ordering: .relaxed),
+            handlerSelfOperations: self.selfOperations.load(ordering: .relaxed),
+            gatedEntries: self.gatedEntries.load(ordering: .relaxed),
+            handlerContexts: self.live.createdCount,
+            violations: self.violations.counts(subject: self.name),
+            engineCounters: counters.map(StressResult.EngineCounters.init)
+        )
+    }
+}

@@ -1,0 +1,257 @@
+// Cancel, cancel_sync and re-arm contracts of the C core on real time.
+import CMetronome
+import Glibc
+import Testing
+
+extension CoreContractTests {
+    @Suite(.serialized, .tags(.realTime))
+    struct Cancel {
+        /// After mtr_timer_cancel returns no callback starts that the firing thread had not
+        /// already committed to: every later firing was committed (fired_ns) before the
+        /// cancel returned, and at most one callback runs past it.
+        @Test(.timeLimit(.minutes(1)))
+        func cancelStopsNewCallbacksAtHighRate() throws {
+            let engine = try Engine()
+            let period = 100 * Time.µs
+            var overlapping = 0
+            var generator = SeededGenerator(seed: 0xCA9CE1)
+            for trial in 0..<12 {
+                let probe = try engine.makeTimer { _ in Time.spin(60 * Time.µs) }
+                try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
+                let warmup = 40 + trial * 3
+                #expect(engine.log.wait { log in log.firings.lazy.filter { $0.probe == probe.index }.count >= warmup })
+                Time.spin(Int64.random(in: 0..<period, using: &generator))  // land anywhere in a period
+                #expect(probe.cancel() == 0)
+                let cancelled = Time.monotonic()
+                // Give a wrongly started callback 30 periods to show up.
+                engine.log.wait(timeoutNs: 30 * period) { log in
+                    log.firings.lazy.filter { $0.probe == probe.index && $0.startNs > cancelled }.count > 1
+                }
+                // Let the committed callback (if any) finish before reading the log.
+                #expect(engine.log.wait { $0.running == 0 })
+                let mine = engine.firings.filter { $0.probe == probe.index }
+                let committedAfter = mine.filter { $0.fired >= cancelled }
+                let startedAfter = mine.filter { $0.startNs >= cancelled }
+                let runningAt = mine.filter { $0.endNs >= cancelled }
+                #expect(committedAfter.isEmpty, "trial \(trial): a callback committed after cancel returned")
+                #expect(startedAfter.count <= 1, "trial \(trial): \(startedAfter.count) callbacks started after cancel")
+                #expect(runningAt.count <= 1, "trial \(trial): \(runningAt.count) callbacks ran past cancel")
+                overlapping += runningAt.count
+                #expect(probe.destroy() == 0)
+            }
+            // Not asserted: how often the cancel landed while a callback ran.
+            print("cancel landed during a callback in \(overlapping) of 12 trials")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// After mtr_timer_cancel_sync returns no callback of the timer is running, and none
+        /// starts later.
+        @Test(.timeLimit(.minutes(1)))
+        func cancelSyncWaitsForTheRunningCallback() throws {
+            let engine = try Engine()
+            let period = 100 * Time.µs
+            var generator = SeededGenerator(seed: 0x5CA9CE1)
+            var overlapping = 0
+            for trial in 0..<12 {
+                let probe = try engine.makeTimer { _ in Time.spin(50 * Time.µs) }
+                try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
+                let warmup = 30 + trial * 3
+                #expect(engine.log.wait { log in log.firings.lazy.filter { $0.probe == probe.index }.count >= warmup })
+                Time.spin(Int64.random(in: 0..<period, using: &generator))  // land anywhere in a period
+                let calledAt = Time.monotonic()
+                #expect(probe.cancelSync() == 0)
+                let returned = Time.monotonic()
+                if engine.firings.contains(where: { $0.probe == probe.index && $0.endNs > calledAt }) {
+                    overlapping += 1
+                }
+                let stillRunning = probe.inCallback.load(ordering: .acquiring)
+                #expect(!stillRunning, "trial \(trial): callback still running")
+                let fires = probe.fires.load(ordering: .acquiring)
+                // Every logged callback had finished (endNs is written as it returns).
+                let unfinished = engine.firings.filter { $0.probe == probe.index && ($0.endNs == 0 || $0.endNs > returned) }
+                #expect(unfinished.isEmpty, "trial \(trial): \(unfinished.count) callbacks outlived cancel_sync")
+                #expect(
+                    !engine.log.wait(timeoutNs: 30 * period) { log in
+                        log.firings.contains { $0.probe == probe.index && $0.startNs > returned }
+                    }, "trial \(trial): a callback started after cancel_sync")
+                #expect(probe.fires.load(ordering: .acquiring) == fires)
+                #expect(probe.destroy() == 0)
+            }
+            print("cancel_sync waited for a running callback in \(overlapping) of 12 trials")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// A repeating timer that cancels itself on its fifth tick fires exactly five times.
+        @Test(.timeLimit(.minutes(1)))
+        func cancelFromInsideTheCallback() throws {
+            let engine = try Engine()
+            let results = Monitor([Int32]())
+            let period = 2 * Time.ms
+            let probe = try engine.makeTimer { callback in
+                if callback.probe.fires.load(ordering: .relaxed) == 5 {
+                    let rc = callback.probe.cancel()
+                    results.update { $0.append(rc) }
+                }
+            }
+            try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
+            #expect(results.wait { !$0.isEmpty })
+            #expect(!engine.log.wait(timeoutNs: 10 * period) { $0.firings.count > 5 }, "fired after cancelling itself")
+            #expect(results.read { $0 } == [0])
+            let firings = engine.firings
+            #expect(firings.count == 5)
+            #expect(zip(firings, firings.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
+            #expect(engine.counters.armed == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// cancel_sync from the timer's own callback returns at once instead of waiting
+        /// for itself.
+        @Test(.timeLimit(.minutes(1)))
+        func cancelSyncFromItsOwnCallbackReturnsAtOnce() throws {
+            let engine = try Engine()
+            let results = Monitor([(rc: Int32, tookNs: Int64)]())
+            let period = 2 * Time.ms
+            let probe = try engine.makeTimer { callback in
+                let before = Time.monotonic()
+                let rc = callback.probe.cancelSync()
+                results.update { $0.append((rc, Time.monotonic() - before)) }
+            }
+            try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
+            guard results.wait(timeoutNs: 2 * Time.s, until: { !$0.isEmpty }) else {
+                Issue.record("cancel_sync from its own callback did not return (deadlock)")
+                engine.markDestroyed()  // joining the stuck firing thread would hang
+                return
+            }
+            #expect(!engine.log.wait(timeoutNs: 10 * period) { $0.firings.count > 1 }, "fired after cancel_sync")
+            let result = results.read { $0[0] }
+            #expect(result.rc == 0)
+            #expect(result.tookNs < Bounds.lateSlackNs)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// cancel_sync of timer B from timer A's callback (the same firing thread) returns at
+        /// once, and B never fires again.
+        @Test(.timeLimit(.minutes(1)))
+        func cancelSyncFromAnotherTimersCallback() throws {
+            let engine = try Engine()
+            let period = Time.ms
+            let b = try engine.makeTimer()
+            let results = Monitor([(rc: Int32, returnedNs: Int64)]())
+            let a = try engine.makeTimer { _ in
+                let rc = b.cancelSync()
+                results.update { $0.append((rc, Time.monotonic())) }
+            }
+            let now = Time.monotonic()
+            try #require(b.armRepeating(start: now + Time.ms, period: period) == 0)
+            try #require(a.armOnce(at: now + 10 * Time.ms) == 0)
+            guard results.wait(timeoutNs: 2 * Time.s, until: { !$0.isEmpty }) else {
+                Issue.record("cancel_sync of another timer from a callback did not return (deadlock)")
+                engine.markDestroyed()
+                return
+            }
+            let returned = results.read { $0[0] }
+            #expect(returned.rc == 0)
+            #expect(
+                !engine.log.wait(timeoutNs: 10 * period) { log in
+                    log.firings.contains { $0.probe == b.index && $0.startNs > returned.returnedNs }
+                }, "B fired after A cancelled it")
+            #expect(b.fires.load(ordering: .acquiring) >= 5)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        // MARK: Re-arm
+
+        /// Re-armed earlier: fires once at the new deadline; the old one never fires.
+        @Test(.timeLimit(.minutes(1)))
+        func rearmEarlierFiresOnceAtTheNewDeadline() throws {
+            let engine = try Engine()
+            let probe = try engine.makeTimer()
+            let now = Time.monotonic()
+            try #require(probe.armOnce(at: now + 50 * Time.ms) == 0)
+            let deadline = now + 10 * Time.ms
+            try #require(probe.armOnce(at: deadline) == 0)
+            #expect(engine.waitFirings(1))
+            // Past the old deadline, twice over.
+            #expect(!engine.log.wait(timeoutNs: now + 100 * Time.ms - Time.monotonic()) { $0.firings.count > 1 })
+            let firings = engine.firings
+            #expect(firings.count == 1)
+            #expect(firings.first?.scheduled == deadline)
+            #expect((firings.first?.fired ?? 0) - deadline < Bounds.lateSlackNs)
+            expectNeverEarly(firings)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// Re-armed later: nothing at the old deadline, one firing at the new one.
+        @Test(.timeLimit(.minutes(1)))
+        func rearmLaterDoesNotFireAtTheOldDeadline() throws {
+            let engine = try Engine()
+            let probe = try engine.makeTimer()
+            let now = Time.monotonic()
+            try #require(probe.armOnce(at: now + 10 * Time.ms) == 0)
+            let deadline = now + 80 * Time.ms
+            try #require(probe.armOnce(at: deadline) == 0)
+            #expect(
+                !engine.log.wait(timeoutNs: now + 40 * Time.ms - Time.monotonic()) { !$0.firings.isEmpty },
+                "fired for the replaced deadline")
+            #expect(engine.waitFirings(1))
+            #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > 1 })
+            let firings = engine.firings
+            #expect(firings.count == 1)
+            #expect(firings.first?.scheduled == deadline)
+            expectNeverEarly(firings)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// A one-shot that re-arms itself from its callback fires for each new deadline.
+        @Test(.timeLimit(.minutes(1)))
+        func rearmFromItsOwnCallback() throws {
+            let engine = try Engine()
+            let results = Monitor([Int32]())
+            let probe = try engine.makeTimer { callback in
+                guard callback.probe.fires.load(ordering: .relaxed) < 4 else { return }
+                let rc = callback.probe.armOnce(at: callback.tick.scheduled_ns + 3 * Time.ms)
+                results.update { $0.append(rc) }
+            }
+            let first = Time.monotonic() + 2 * Time.ms
+            try #require(probe.armOnce(at: first) == 0)
+            #expect(engine.waitFirings(4))
+            #expect(!engine.log.wait(timeoutNs: 15 * Time.ms) { $0.firings.count > 4 })
+            let firings = engine.firings
+            #expect(firings.map(\.scheduled) == (0..<4).map { first + Int64($0) * 3 * Time.ms })
+            #expect(results.read { $0 } == [0, 0, 0])
+            expectNeverEarly(firings)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// Re-arming a running repeating schedule replaces it: the sequence restarts at 0
+        /// on the new start, and no tick of the old schedule follows.
+        @Test(.timeLimit(.minutes(1)))
+        func rearmRepeatingRestartsTheSchedule() throws {
+            let engine = try Engine()
+            let probe = try engine.makeTimer()
+            let period = 2 * Time.ms
+            try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
+            #expect(engine.waitFirings(5))
+            let newStart = Time.monotonic() + 7 * Time.ms + Time.ms / 3
+            try #require(probe.armRepeating(start: newStart, period: 3 * Time.ms) == 0)
+            let replaced = Time.monotonic()
+            #expect(engine.log.wait { $0.firings.contains { $0.scheduled >= newStart && $0.sequence >= 4 } })
+            #expect(probe.cancelSync() == 0)
+            let firings = engine.firings
+            let old = firings.filter { $0.scheduled < newStart }
+            let new = firings.filter { $0.scheduled >= newStart }
+            #expect(old.allSatisfy { $0.fired < replaced }, "an old-schedule tick fired after the re-arm")
+            expectScheduleContract(new, start: newStart, period: 3 * Time.ms)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+    }
+}

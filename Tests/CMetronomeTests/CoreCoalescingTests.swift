@@ -1,0 +1,126 @@
+// Coalescing: timers with leeway share wake-ups, and each still fires inside its window.
+import CMetronome
+import Glibc
+import Testing
+
+extension CoreContractTests {
+    @Suite(.serialized, .tags(.realTime))
+    struct Coalescing {
+        struct Run {
+            var firings: [FiredTick]
+            var deadlines: [Int64]
+            var counters: mtr_counters
+            /// The engine's wake-up count seen by each firing: one value per wake-up.
+            var batches: Int
+        }
+
+        /// Arms 200 one-shots with deadlines spread over 100 ms and the given leeway, and
+        /// waits for all of them. Each callback reads the wake-up counter, which only the
+        /// firing thread advances between batches, so it names the callback's wake-up.
+        private func run(leeway: Int64, seed: UInt64) throws -> Run {
+            let engine = try Engine()
+            let wakeups = Monitor([Int: UInt64]())
+            var generator = SeededGenerator(seed: seed)
+            let base = Time.monotonic() + 20 * Time.ms
+            var deadlines: [Int64] = []
+            for _ in 0..<200 {
+                let probe = try engine.makeTimer { callback in
+                    var counters = mtr_counters()
+                    mtr_engine_get_counters(callback.engine.handle, &counters)
+                    wakeups.update { $0[callback.firing] = counters.wakeups }
+                }
+                let deadline = base + Int64.random(in: 0..<100 * Time.ms, using: &generator)
+                deadlines.append(deadline)
+                try #require(probe.armOnce(at: deadline, leeway: leeway) == 0)
+            }
+            #expect(engine.waitFirings(200))
+            #expect(wakeups.wait { $0.count == 200 })
+            #expect(!engine.log.wait(timeoutNs: 2 * leeway + 10 * Time.ms) { $0.firings.count > 200 })
+            let counters = engine.counters
+            let firings = engine.firings
+            let batches = Set(wakeups.read { $0.values }).count
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+            return Run(firings: firings, deadlines: deadlines, counters: counters, batches: batches)
+        }
+
+        /// The fewest wake-ups that fire every window inside itself: greedy interval
+        /// stabbing at the earliest window end.
+        private func fewestWakeups(_ deadlines: [Int64], leeway: Int64) -> Int {
+            var count = 0
+            var stab = Int64.min
+            for deadline in deadlines.sorted() where deadline > stab {
+                // Windows sorted by start have ends in the same order (one leeway).
+                count += 1
+                stab = deadline + leeway
+            }
+            return count
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func leewayCoalescesWakeupsInsideEveryWindow() throws {
+            let leeway = 20 * Time.ms
+            let coalesced = try run(leeway: leeway, seed: 0xC0A1)
+            let exact = try run(leeway: 0, seed: 0xC0A1)
+
+            for (run, window) in [(coalesced, leeway), (exact, Int64(0))] {
+                #expect(run.firings.count == 200)
+                #expect(Set(run.firings.map(\.probe)).count == 200, "a timer fired twice")
+                for firing in run.firings {
+                    #expect(firing.scheduled == run.deadlines[firing.probe])
+                    #expect(
+                        firing.fired <= firing.scheduled + window + Bounds.lateSlackNs,
+                        "fired \(firing.fired - firing.scheduled) ns after its deadline, leeway \(window)")
+                }
+                expectNeverEarly(run.firings)
+                // Each firing after the first of its wake-up counts as coalesced.
+                #expect(run.counters.fired == 200)
+                let late = run.firings.filter { $0.fired - ($0.scheduled + window) > Time.ms }.count
+                #expect(run.counters.late == UInt64(late), "late counter disagrees with the ticks")
+                #expect(
+                    run.counters.coalesced == run.counters.fired - UInt64(run.batches),
+                    "coalesced \(run.counters.coalesced), \(run.batches) wake-ups fired something")
+                #expect(UInt64(run.batches) <= run.counters.wakeups)
+                // The wake-ups stay ahead of greedy stabbing: never more than the fewest.
+                let fewest = fewestWakeups(run.deadlines, leeway: window)
+                #expect(run.batches <= fewest, "\(run.batches) wake-ups fired; \(fewest) would do")
+            }
+            #expect(coalesced.counters.coalesced > 0)
+            #expect(coalesced.counters.wakeups < 50, "\(coalesced.counters.wakeups) wake-ups for 200 timers")
+            #expect(
+                coalesced.counters.wakeups < exact.counters.wakeups,
+                "leeway: \(coalesced.counters.wakeups) wake-ups; none: \(exact.counters.wakeups)")
+        }
+
+        /// A timer whose window opened behind an unopened one in key order is not lost: it
+        /// fires at the next wake-up, still inside its window.
+        @Test(.timeLimit(.minutes(1)))
+        func windowBehindAnUnopenedOneFiresAtTheNextWakeup() throws {
+            let engine = try Engine()
+            let base = Time.monotonic() + 10 * Time.ms
+            // p [base, +5 ms] wakes first. q [+15, +16 ms] is next in key order but not open
+            // then; r [+1, +40 ms] is open but keyed behind q, so it waits for q's wake-up.
+            let p = try engine.makeTimer()
+            let q = try engine.makeTimer()
+            let r = try engine.makeTimer()
+            try #require(p.armOnce(at: base, leeway: 5 * Time.ms) == 0)
+            try #require(q.armOnce(at: base + 15 * Time.ms, leeway: Time.ms) == 0)
+            try #require(r.armOnce(at: base + Time.ms, leeway: 39 * Time.ms) == 0)
+            #expect(engine.waitFirings(3))
+            let firings = engine.firings
+            #expect(firings.map(\.probe) == [p.index, q.index, r.index], "not in key order")
+            let leeways = [p.index: 5 * Time.ms, q.index: Time.ms, r.index: 39 * Time.ms]
+            for firing in firings {
+                #expect(firing.fired <= firing.scheduled + leeways[firing.probe]! + Bounds.lateSlackNs)
+            }
+            expectNeverEarly(firings)
+            // Unless the firing thread was held up past q's opening, p's wake-up fires p
+            // alone (r waits behind q), and q's fires q and r: two wake-ups, one coalesced.
+            let pFired = try #require(firings.first { $0.probe == p.index }?.fired)
+            let heldUp = pFired >= base + 15 * Time.ms
+            #expect(engine.counters.coalesced == (heldUp ? 2 : 1), "\(engine.counters.wakeups) wake-ups")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import Testing
+
+@testable import MetronomeMeasurements
+
+extension RealTime {
+    @Suite struct CPUAccountingTests {
+        @Test(.timeLimit(.minutes(1)))
+        func excludingABusyThreadLeavesItsTimeOut() throws {
+            let load = BusyLoad()
+            try load.start(threads: 1)
+            defer { load.stop() }
+            let busy = load.threadIDs
+            #expect(busy.count == 1)
+            let includingBefore = ProcessCPUTime.nanoseconds()
+            let excludingBefore = ProcessCPUTime.nanoseconds(excluding: busy)
+            // Spinning, not sleeping: the busy thread must accumulate CPU time while we wait.
+            MonotonicTime.spin(nanoseconds: 100_000_000)
+            let including = ProcessCPUTime.nanoseconds() - includingBefore
+            let excluding = ProcessCPUTime.nanoseconds(excluding: busy) - excludingBefore
+            #expect(excluding < including)
+            #expect(including - excluding >= 10_000_000, "the busy thread got \(including - excluding) ns")
+            #expect(try #require(ProcessCPUTime.threadNanoseconds(busy[0])) > 0)
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func busyLoadStartsAndStopsItsThreads() throws {
+            let load = BusyLoad()
+            try load.start(threads: 2)
+            let threads = load.threadIDs
+            #expect(threads.count == 2)
+            #expect(Set(threads).count == 2)
+            #expect(!threads.contains(KernelThread.currentID()))
+            load.stop()
+            #expect(load.threadIDs.isEmpty)
+            #expect(threads.allSatisfy { ProcessCPUTime.threadNanoseconds($0) == nil })
+            load.stop()
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func blockingCountsAsAVoluntaryWakeup() {
+            let before = VoluntaryWakeups.count()
+            let never = LockedCondition(false)
+            #expect(!never.wait(timeout: .milliseconds(10)) { $0 })
+            #expect(VoluntaryWakeups.count() > before)
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func runCostChargesTheBodyNotTheLoad() throws {
+            let (value, cost) = try RunCost.measure(load: 1) { () -> Int in
+                MonotonicTime.spin(nanoseconds: 50_000_000)
+                return 7
+            }
+            #expect(value == 7)
+            #expect(cost.elapsedNanoseconds >= 50_000_000)
+            // The body spun on one thread and the load thread on another; charging the load too
+            // would come to about twice the elapsed time.
+            #expect(cost.cpuNanoseconds >= 10_000_000)
+            #expect(cost.cpuNanoseconds < cost.elapsedNanoseconds * 3 / 2)
+            #expect(cost.perSecond(100) > 0)
+            #expect(cost.cpuMillisecondsPer1k(firings: 0) == 0)
+        }
+    }
+}

@@ -1,0 +1,134 @@
+@preconcurrency import Dispatch
+import Foundation
+import Testing
+
+@testable import MetronomeMeasurements
+
+extension RealTime {
+    @Suite struct SubjectTests {
+        private let config = JitterConfiguration(intervalNanoseconds: 1_000_000, samples: 200, timers: 1, warmup: 10)
+
+        @Test(.timeLimit(.minutes(1)))
+        func dispatchTimeReadsTheMonotonicClock() {
+            let before = MonotonicTime.now()
+            let dispatch = Int64(DispatchTime.now().uptimeNanoseconds)
+            let after = MonotonicTime.now()
+            #expect((before...after).contains(dispatch))
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func timerfdDeliversEverySampleNeverEarly() throws {
+            let recorder = LatencyRecorder(target: config.samples, discardFirst: config.warmup)
+            let counters = try TimerfdLoopSubject().run(config, recorder: recorder)
+            let summary = recorder.summary
+            #expect(summary.samples == 200)
+            #expect(summary.early == 0)
+            #expect(summary.p50Nanoseconds < 50_000_000)
+            #expect(try #require(counters.wakeups) >= 210)
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func dispatchDeliversEverySampleNeverEarly() throws {
+            let recorder = LatencyRecorder(target: config.samples, discardFirst: config.warmup)
+            let counters = try DispatchSubject().run(config, recorder: recorder)
+            let summary = recorder.summary
+            #expect(summary.samples == 200)
+            #expect(summary.early == 0)
+            #expect(summary.p50Nanoseconds < 50_000_000)
+            #expect(counters.wakeups == nil)
+        }
+
+        @Test(.timeLimit(.minutes(1)), arguments: [TimerfdLoopSubject() as any JitterSubject, DispatchSubject()])
+        func severalTimersWithHandlerWork(subject: any JitterSubject) throws {
+            var config = self.config
+            config.timers = 3
+            config.samples = 300
+            config.handlerWorkNanoseconds = 20_000
+            let recorder = LatencyRecorder(target: config.samples, discardFirst: config.warmup)
+            _ = try subject.run(config, recorder: recorder)
+            #expect(recorder.summary.samples == 300)
+            #expect(recorder.summary.early == 0)
+            #expect(recorder.firings >= 310)
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func dispatchFiresOneShotsWithinTheirWindows() throws {
+            let config = CoalesceConfiguration(
+                timers: 300,
+                windowNanoseconds: 200_000_000,
+                leewayNanoseconds: 20_000_000,
+                seed: 3
+            )
+            let recorder = CoalesceRecorder(timers: config.timers, leewayNanoseconds: config.leewayNanoseconds)
+            _ = try DispatchSubject().run(config, deadlines: config.deadlines(), recorder: recorder)
+            #expect(recorder.summary.samples == 300)
+            #expect(recorder.early == 0)
+            #expect(recorder.inWindow + recorder.late == 300)
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func jitterRunnerMeasuresEachSubjectInOrder() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hgrm-\(UUID())").path
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            var lines: [String] = []
+            let results = try JitterRunner.run(
+                subjects: [TimerfdLoopSubject(), DispatchSubject()],
+                config: config,
+                load: 1,
+                hgrmDirectory: directory,
+                progress: { lines.append($0) }
+            )
+            #expect(results.map(\.backend) == ["timerfd", "gcd"])
+            #expect(lines.count == 4)
+            for result in results {
+                #expect(result.samples == 200)
+                #expect(result.early == 0)
+                #expect(result.wakeupsPerSecond > 0)
+                #expect(result.cpuMillisecondsPer1k > 0)
+                #expect(FileManager.default.fileExists(atPath: "\(directory)/\(result.backend).hgrm"))
+            }
+            #expect(results[0].note == nil)
+            #expect(results[1].note?.contains("ru_nvcsw") == true)
+            let notes = JitterRunner.notes(config: config, load: 1, results: results)
+            #expect(notes[0] == "backends ran one after another with the same settings: timerfd, gcd")
+            #expect(notes.contains { $0.hasPrefix("1 busy thread(s)") })
+            #expect(notes.contains(results[1].note!))
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func coalesceRunnerComparesWithTheOptimum() throws {
+            let config = CoalesceConfiguration(
+                timers: 300,
+                windowNanoseconds: 200_000_000,
+                leewayNanoseconds: 20_000_000,
+                seed: 5
+            )
+            let results = try CoalesceRunner.run(subjects: [DispatchSubject()], config: config)
+            let result = try #require(results.first)
+            #expect(result.samples == 300)
+            #expect(result.early == 0)
+            #expect(result.inWindow + result.late == 300)
+            #expect(result.optimumWakeups == config.optimumWakeups(for: config.deadlines()))
+            #expect(result.optimumWakeups >= 1 && result.optimumWakeups <= 11)
+            #expect(result.wakeups > 0)
+            #expect(CoalesceRunner.notes(config: config, load: 0, results: results).count == 3)
+        }
+
+        @Test(.timeLimit(.minutes(1)), arguments: [TimerfdLoopSubject() as any JitterSubject, DispatchSubject()])
+        func timingOutTearsDownAndThrows(subject: any JitterSubject) throws {
+            // Discarding every firing keeps the recorder incomplete until the subject gives up.
+            let recorder = LatencyRecorder(target: 1, discardFirst: .max)
+            var config = self.config
+            config.samples = 1
+            config.warmup = 0
+            #expect(throws: MeasurementError.timedOut(backend: subject.name, recorded: 0, expected: 1)) {
+                try subject.run(config, recorder: recorder)
+            }
+            let firings = recorder.firings
+            #expect(firings > 0)
+            // Torn down: nothing fires any more.
+            MonotonicTime.spin(nanoseconds: 20_000_000)
+            #expect(recorder.firings == firings)
+        }
+    }
+}

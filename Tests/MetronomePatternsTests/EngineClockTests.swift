@@ -1,0 +1,154 @@
+import AsyncAlgorithms
+import Foundation
+import Metronome
+import Testing
+
+/// An `EngineClock` that records every deadline it is asked to sleep until.
+struct RecordingClock: Clock {
+    typealias Duration = Swift.Duration
+    typealias Instant = TimerInstant
+
+    let base: EngineClock
+    let deadlines = Recorder<TimerInstant>()
+
+    var now: TimerInstant { self.base.now }
+    var minimumResolution: Duration { self.base.minimumResolution }
+
+    func sleep(until deadline: TimerInstant, tolerance: Duration?) async throws {
+        self.deadlines.append(deadline)
+        try await self.base.sleep(until: deadline, tolerance: tolerance)
+    }
+}
+
+@Suite(.serialized)
+struct EngineClockTests {
+    let engine: TimerEngine
+    let clock: EngineClock
+
+    init() throws {
+        self.engine = try makeEngine()
+        self.clock = EngineClock(engine: self.engine)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func basics() {
+        #expect(self.clock.minimumResolution == .nanoseconds(1))
+        let before = TimerClock.monotonic.now()
+        let now = self.clock.now
+        #expect(now >= before)
+        #expect(now <= TimerClock.monotonic.now())
+        #expect(EngineClock(engine: self.engine, clock: .boottime).clock == .boottime)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func taskSleepIsNeverEarly() async throws {
+        for _ in 0..<100 {
+            let start = TimerClock.monotonic.now()
+            let continuousStart = ContinuousClock.now
+            try await Task.sleep(for: .milliseconds(2), tolerance: .microseconds(50), clock: self.clock)
+            #expect(TimerClock.monotonic.now() >= start.advanced(by: .milliseconds(2)))
+            #expect(ContinuousClock.now - continuousStart >= .milliseconds(2))
+        }
+        for _ in 0..<100 {
+            let deadline = self.clock.now.advanced(by: .microseconds(Int.random(in: 1...3000)))
+            try await self.clock.sleep(until: deadline, tolerance: nil)
+            #expect(TimerClock.monotonic.now() >= deadline)
+        }
+        #expect(await eventually { self.engine.counters.armed == 0 })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func sleepOnOtherClocksIsNeverEarly() async throws {
+        for timerClock in [TimerClock.boottime, .wall] {
+            let clock = EngineClock(engine: self.engine, clock: timerClock)
+            for _ in 0..<20 {
+                let deadline = clock.now.advanced(by: .milliseconds(1))
+                try await clock.sleep(until: deadline)
+                #expect(timerClock.now() >= deadline)
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func passedDeadlineReturnsAtOnce() async throws {
+        let fired = self.engine.counters.fired
+        try await self.clock.sleep(until: self.clock.now.advanced(by: .milliseconds(-5)))
+        try await self.clock.sleep(until: self.clock.now)
+        #expect(self.engine.counters.fired == fired)
+        #expect(self.engine.counters.armed == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingMidSleepThrowsPromptly() async throws {
+        for _ in 0..<20 {
+            let clock = self.clock
+            let task = Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(30))) }
+            #expect(await eventually { self.engine.counters.armed == 1 })
+            let cancelled = ContinuousClock.now
+            task.cancel()
+            let result = await task.result
+            #expect(ContinuousClock.now - cancelled < .seconds(1))
+            #expect(throws: CancellationError.self) { try result.get() }
+            #expect(self.engine.counters.armed == 0)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cancellationRacingTheSleepLeavesNothingArmed() async throws {
+        let clock = self.clock
+        for round in 0..<500 {
+            let task = Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(30))) }
+            if round % 2 == 0 { await Task.yield() }
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+        }
+        #expect(await eventually { self.engine.counters.armed == 0 })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func alreadyCancelledTaskThrowsEvenForPassedDeadline() async throws {
+        let clock = self.clock
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await clock.sleep(until: clock.now.advanced(by: .seconds(-1)))
+        }
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(self.engine.counters.armed == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func sleepOnAStoppedEngineThrows() async throws {
+        let engine = try makeEngine()
+        engine.shutdown()
+        let clock = EngineClock(engine: engine)
+        await #expect(throws: TimerError.self) {
+            try await clock.sleep(until: clock.now.advanced(by: .milliseconds(1)))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func asyncTimerSequenceHasNoDriftAndIsNeverEarly() async throws {
+        let interval = Duration.milliseconds(1)
+        let recording = RecordingClock(base: self.clock)
+        var yielded: [TimerInstant] = []
+        yielded.reserveCapacity(1000)
+        for await instant in AsyncTimerSequence(interval: interval, clock: recording) {
+            yielded.append(instant)
+            if yielded.count == 1000 { break }
+        }
+        let deadlines = recording.deadlines.entries
+        #expect(deadlines.count >= 1000)
+        let start = deadlines[0].advanced(by: .zero - interval)
+        var exact = 0
+        var early = 0
+        for k in 0..<1000 {
+            if deadlines[k] == start.advanced(by: interval * (k + 1)) { exact += 1 }
+            if yielded[k] < deadlines[k] { early += 1 }
+        }
+        #expect(exact == 1000)
+        #expect(early == 0)
+        // No accumulated lateness: the last instant is near start + 1000 intervals.
+        #expect(start.advanced(by: interval * 1000).duration(to: yielded[999]) < .milliseconds(250))
+        #expect(await eventually { self.engine.counters.armed == 0 })
+    }
+}

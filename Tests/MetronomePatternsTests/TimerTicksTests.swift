@@ -1,0 +1,92 @@
+import Foundation
+import Metronome
+import Testing
+
+@Suite(.serialized)
+struct TimerTicksTests {
+    let engine: TimerEngine
+
+    init() throws {
+        self.engine = try makeEngine()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func ticksFollowTheAbsoluteSchedule() async throws {
+        let before = TimerClock.monotonic.now()
+        var ticks: [Tick] = []
+        for await tick in self.engine.ticks(every: .milliseconds(2)) {
+            ticks.append(tick)
+            if ticks.count == 50 { break }
+        }
+        let first = ticks[0]
+        #expect(first.missed == Int(first.sequence))
+        #expect(first.scheduled >= before.advanced(by: .milliseconds(2)))
+        for (previous, tick) in zip(ticks, ticks.dropFirst()) {
+            #expect(tick.sequence == previous.sequence + UInt64(tick.missed) + 1)
+            #expect(tick.scheduled == first.scheduled.advanced(by: .milliseconds(2) * Int(tick.sequence - first.sequence)))
+        }
+        for tick in ticks {
+            #expect(tick.fired >= tick.scheduled)
+        }
+        // Released by `break`; the firing thread may hold the storage for a moment longer.
+        #expect(await eventually(timeout: .seconds(1)) { self.engine.counters.armed == 0 })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aStalledConsumerSeesMissedPeriods() async throws {
+        var ticks: [Tick] = []
+        for await tick in self.engine.ticks(every: .milliseconds(1)) {
+            ticks.append(tick)
+            if ticks.count == 5 { break }
+            // The stall under test, not a wait for something.
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(ticks.count == 5)
+        #expect(ticks.dropFirst().contains { $0.missed >= 10 })
+        for (previous, tick) in zip(ticks, ticks.dropFirst()) {
+            #expect(tick.sequence == previous.sequence + UInt64(tick.missed) + 1)
+        }
+        // `break` released the iterator, which disarms the timer.
+        #expect(await eventually(timeout: .seconds(1)) { self.engine.counters.armed == 0 })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingTheTaskEndsIterationAndDisarms() async throws {
+        let seen = Recorder<Tick>()
+        let engine = self.engine
+        let task = Task {
+            for await tick in engine.ticks(every: .milliseconds(1)) {
+                seen.append(tick)
+            }
+            return seen.count
+        }
+        #expect(seen.wait(forCount: 3, timeout: .seconds(5)))
+        #expect(engine.counters.armed == 1)
+        task.cancel()
+        let count = await task.value
+        #expect(count >= 3)
+        #expect(await eventually { engine.counters.armed == 0 })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anIteratorDroppedBeforeUseDisarms() async throws {
+        do {
+            var iterator = self.engine.ticks(every: .milliseconds(1)).makeAsyncIterator()
+            #expect(self.engine.counters.armed == 1)
+            let tick = await iterator.next()
+            #expect(tick != nil)
+        }
+        #expect(await eventually(timeout: .seconds(1)) { self.engine.counters.armed == 0 })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func invalidIntervalOrStoppedEngineGivesEmptySequence() async throws {
+        var count = 0
+        for await _ in self.engine.ticks(every: .zero) { count += 1 }
+        let stopped = try makeEngine()
+        stopped.shutdown()
+        for await _ in stopped.ticks(every: .milliseconds(1)) { count += 1 }
+        #expect(count == 0)
+        #expect(self.engine.counters.armed == 0)
+    }
+}

@@ -1,0 +1,462 @@
+@preconcurrency import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Metronome
+import MetronomeTesting
+
+extension Tag {
+    /// Tests that wait on real time: serialized, time-limited, and the first to blame when
+    /// the machine is loaded.
+    @Tag static var realTime: Self
+}
+
+// MARK: - Harnesses
+
+/// Which backend a harness drives; the argument of every `@Test(arguments:)` that runs one
+/// behaviour body on several backends (NIO `NIOScheduledCallbackTests` style).
+enum HarnessKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// `ManualTimeline`: virtual time, `advance(by:)` fires synchronously.
+    case manual
+    /// A fresh `TimerEngine` per test, shut down at the end.
+    case engine
+    /// GCD `DispatchSourceTimer`.
+    case dispatch
+
+    static let real: [HarnessKind] = [.engine, .dispatch]
+
+    var testDescription: String { self.rawValue }
+
+    func make() throws -> any TimerHarness {
+        switch self {
+        case .manual: ManualHarness()
+        case .engine: try EngineHarness()
+        case .dispatch: DispatchHarness()
+        }
+    }
+}
+
+/// One way of making timers and letting time pass, so that a behaviour body runs unchanged on
+/// virtual and on real time.
+protocol TimerHarness: Sendable {
+    var kind: HarnessKind { get }
+
+    /// Whether time only moves in `advance(by:)` / `wait(...)`.
+    var isVirtual: Bool { get }
+
+    /// Now, on the clock the timers' deadlines and ticks use.
+    var now: TimerInstant { get }
+
+    /// What a handler reads as "now" when it wants to check it was not woken early.
+    func handlerClock() -> TimerInstant
+
+    func makeTimer(queue: DispatchQueue?) -> SafeDispatchTimer
+
+    /// Lets `duration` pass. Virtual: advances and fires due timers on this thread. Real:
+    /// sleeps, so use it only to check that something does *not* happen.
+    func advance(by duration: Duration)
+
+    /// Waits until `predicate` holds or `timeout` passes; `notifier` is what handlers poke
+    /// when they change what `predicate` reads. Virtual time advances in `step`s.
+    func wait(
+        for notifier: Notifier,
+        timeout: Duration,
+        step: Duration,
+        until predicate: () -> Bool
+    ) -> Bool
+
+    /// Timers the backend has armed now, where the backend can tell.
+    var armedCount: Int? { get }
+
+    /// Leave the backend running even at tear-down (a test saw a handler stuck for ever, and
+    /// shutting the engine down would wait for it).
+    func abandon()
+
+    func tearDown()
+}
+
+extension TimerHarness {
+    func makeTimer() -> SafeDispatchTimer {
+        self.makeTimer(queue: nil)
+    }
+
+    func wait(for notifier: Notifier, timeout: Duration = .seconds(5), until predicate: () -> Bool) -> Bool {
+        self.wait(for: notifier, timeout: timeout, step: .milliseconds(1), until: predicate)
+    }
+
+    /// Waits for `recorder` to hold at least `count` records.
+    func wait(for recorder: TickRecorder, count: Int, timeout: Duration = .seconds(5)) -> Bool {
+        self.wait(for: recorder.notifier, timeout: timeout) { recorder.count >= count }
+    }
+
+    /// Waits for `gate` to open: in virtual time by advancing, in real time on its condition.
+    func wait(for gate: Gate, timeout: Duration = .seconds(5)) -> Bool {
+        self.wait(for: gate.notifier, timeout: timeout) { gate.opened }
+    }
+
+    /// Waits until `predicate` holds, for state nobody notifies about (such as the engine's
+    /// counters): virtual time advances, real time re-checks every millisecond.
+    func eventually(timeout: Duration = .seconds(2), _ predicate: () -> Bool) -> Bool {
+        if self.isVirtual {
+            return self.wait(for: Notifier(), timeout: timeout, step: .milliseconds(1), until: predicate)
+        }
+        return Notifier().poll(timeout: timeout, every: .milliseconds(1), until: predicate)
+    }
+
+    /// A `DispatchTime` `offset` from the harness's now (virtual time for the manual harness).
+    func deadline(after offset: Duration) -> DispatchTime {
+        DispatchTime(uptimeNanoseconds: UInt64(self.now.advanced(by: offset).nanoseconds))
+    }
+}
+
+/// Virtual time: `ManualTimeline` as the backend, every clock reads the timeline.
+final class ManualHarness: TimerHarness {
+    /// Far from zero, so that negative offsets and `DispatchTime(uptimeNanoseconds: 0)`'s
+    /// special meaning never come into play.
+    static let origin = TimerInstant(nanoseconds: 1_000_000_000_000)
+
+    let timeline = ManualTimeline(startingAt: ManualHarness.origin)
+    var kind: HarnessKind { .manual }
+    var isVirtual: Bool { true }
+    var now: TimerInstant { self.timeline.now }
+    var armedCount: Int? { self.timeline.armedCount }
+
+    func handlerClock() -> TimerInstant { self.timeline.now }
+
+    func makeTimer(queue: DispatchQueue?) -> SafeDispatchTimer {
+        SafeDispatchTimer(queue: queue, backend: .custom(self.timeline))
+    }
+
+    func advance(by duration: Duration) {
+        self.timeline.advance(by: duration)
+    }
+
+    func wait(for notifier: Notifier, timeout: Duration, step: Duration, until predicate: () -> Bool) -> Bool {
+        let end = self.now.advanced(by: timeout)
+        while !predicate() {
+            guard self.now < end else { return false }
+            self.timeline.advance(by: step)
+        }
+        return true
+    }
+
+    func abandon() {}
+    func tearDown() {}
+}
+
+/// Real time on a fresh `TimerEngine`.
+final class EngineHarness: TimerHarness {
+    let engine: TimerEngine
+    private let abandoned = Atomic<Bool>(false)
+
+    init(configuration: TimerEngine.Configuration = .init()) throws {
+        self.engine = try TimerEngine(configuration: configuration)
+    }
+
+    var kind: HarnessKind { .engine }
+    var isVirtual: Bool { false }
+    var now: TimerInstant { TimerClock.monotonic.now() }
+    var armedCount: Int? { Int(self.engine.counters.armed) }
+
+    func handlerClock() -> TimerInstant { TimerClock.monotonic.now() }
+
+    func makeTimer(queue: DispatchQueue?) -> SafeDispatchTimer {
+        SafeDispatchTimer(queue: queue, backend: .engine(self.engine))
+    }
+
+    func advance(by duration: Duration) {
+        realSleep(duration)
+    }
+
+    func wait(for notifier: Notifier, timeout: Duration, step: Duration, until predicate: () -> Bool) -> Bool {
+        notifier.wait(timeout: timeout, until: predicate)
+    }
+
+    func abandon() {
+        self.abandoned.store(true, ordering: .relaxed)
+    }
+
+    func tearDown() {
+        if !self.abandoned.load(ordering: .relaxed) {
+            self.engine.shutdown()
+        }
+    }
+}
+
+/// Real time on GCD.
+final class DispatchHarness: TimerHarness {
+    var kind: HarnessKind { .dispatch }
+    var isVirtual: Bool { false }
+    var now: TimerInstant { TimerClock.monotonic.now() }
+    var armedCount: Int? { nil }
+
+    func handlerClock() -> TimerInstant { TimerClock.monotonic.now() }
+
+    func makeTimer(queue: DispatchQueue?) -> SafeDispatchTimer {
+        SafeDispatchTimer(queue: queue, backend: .dispatch)
+    }
+
+    func advance(by duration: Duration) {
+        realSleep(duration)
+    }
+
+    func wait(for notifier: Notifier, timeout: Duration, step: Duration, until predicate: () -> Bool) -> Bool {
+        notifier.wait(timeout: timeout, until: predicate)
+    }
+
+    func abandon() {}
+    func tearDown() {}
+}
+
+/// A bounded real-time sleep: only for checking that something does *not* happen.
+func realSleep(_ duration: Duration) {
+    let nanoseconds = duration.saturatingNanoseconds
+    guard nanoseconds > 0 else { return }
+    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR {
+        request = remaining
+    }
+}
+
+// MARK: - Synchronisation helpers
+
+/// A condition variable to wait on with a timeout; handlers call ``notify()`` after each
+/// change that a waiter may be looking for.
+final class Notifier: @unchecked Sendable {
+    private let condition = NSCondition()
+
+    func notify() {
+        self.condition.lock()
+        self.condition.broadcast()
+        self.condition.unlock()
+    }
+
+    /// Waits until `predicate` holds (checked under the condition's lock, so a `notify()`
+    /// cannot slip between the check and the wait) or `timeout` passes.
+    func wait(timeout: Duration, until predicate: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout.inSeconds)
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        while !predicate() {
+            if !self.condition.wait(until: deadline) {
+                return predicate()
+            }
+        }
+        return true
+    }
+}
+
+extension Notifier {
+    /// Waits until `predicate` holds, re-checking every `interval` as well as on each
+    /// `notify()`, or until `timeout` passes.
+    func poll(timeout: Duration, every interval: Duration, until predicate: () -> Bool) -> Bool {
+        let end = ContinuousClock.now.advanced(by: timeout)
+        while !predicate() {
+            let now = ContinuousClock.now
+            guard now < end else { return false }
+            _ = self.wait(timeout: min(interval, now.duration(to: end))) { predicate() }
+        }
+        return true
+    }
+}
+
+/// A one-way gate: closed until ``open()``; ``wait(timeout:)`` returns whether it opened.
+final class Gate: @unchecked Sendable {
+    let notifier = Notifier()
+    private let isOpen = Atomic<Bool>(false)
+
+    var opened: Bool { self.isOpen.load(ordering: .acquiring) }
+
+    func open() {
+        self.isOpen.store(true, ordering: .releasing)
+        self.notifier.notify()
+    }
+
+    @discardableResult
+    func wait(timeout: Duration = .seconds(5)) -> Bool {
+        self.notifier.wait(timeout: timeout) { self.opened }
+    }
+}
+
+/// A value behind a lock, for test bookkeeping.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return try body(&self.value)
+    }
+
+    var current: Value { self.withLock { $0 } }
+}
+
+/// A weak reference that a handler can capture: the timer must not keep itself alive
+/// through its own handler.
+final class WeakTimer: @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var stored: SafeDispatchTimer?
+
+    init(_ timer: SafeDispatchTimer? = nil) {
+        self.stored = timer
+    }
+
+    var timer: SafeDispatchTimer? {
+        get { self.lock.withLock { self.stored } }
+        set { self.lock.withLock { self.stored = newValue } }
+    }
+}
+
+/// A strong reference that a handler can drop, to release the last reference from inside.
+final class TimerHolder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: SafeDispatchTimer?
+
+    init(_ timer: SafeDispatchTimer?) {
+        self.stored = timer
+    }
+
+    var timer: SafeDispatchTimer? {
+        self.lock.withLock { self.stored }
+    }
+
+    /// Drops the reference outside the lock, so the timer's deinit never runs under it.
+    func drop() {
+        let timer = self.lock.withLock { () -> SafeDispatchTimer? in
+            defer { self.stored = nil }
+            return self.stored
+        }
+        _ = timer
+    }
+}
+
+// MARK: - Recording ticks
+
+/// What one handler invocation saw.
+struct TickRecord: Sendable {
+    var tick: Tick
+    /// The handler's own clock reading at entry.
+    var clock: TimerInstant
+    /// The recorder's epoch at entry (see ``TickRecorder/bumpEpoch()``).
+    var epoch: UInt64
+    /// Whether the handler ran on the queue marked with ``TickRecorder/queueKey``.
+    var onMarkedQueue: Bool
+}
+
+/// Records every handler invocation, and lets a test wait for them.
+final class TickRecorder: Sendable {
+    static let queueKey = DispatchSpecificKey<Int>()
+
+    let notifier: Notifier
+    private let records = Locked<[TickRecord]>([])
+    private let epochCounter = Atomic<UInt64>(0)
+    private let clock: @Sendable () -> TimerInstant
+
+    init(clock: @escaping @Sendable () -> TimerInstant, notifier: Notifier = Notifier()) {
+        self.clock = clock
+        self.notifier = notifier
+    }
+
+    convenience init(_ harness: any TimerHarness, notifier: Notifier = Notifier()) {
+        self.init(clock: { harness.handlerClock() }, notifier: notifier)
+    }
+
+    /// A handler that records each tick.
+    var handler: @Sendable (Tick) -> Void {
+        { tick in self.record(tick) }
+    }
+
+    /// A handler for `schedule(interval:)`, which gets no tick: records the handler's clock
+    /// as both the scheduled and the fired time.
+    var untimedHandler: @Sendable () -> Void {
+        {
+            let now = self.clock()
+            self.record(Tick(scheduled: now, fired: now, missed: 0, sequence: 0))
+        }
+    }
+
+    func record(_ tick: Tick) {
+        let clock = self.clock()
+        let epoch = self.epochCounter.load(ordering: .acquiring)
+        let onQueue = DispatchQueue.getSpecific(key: Self.queueKey) != nil
+        self.records.withLock {
+            $0.append(TickRecord(tick: tick, clock: clock, epoch: epoch, onMarkedQueue: onQueue))
+        }
+        self.notifier.notify()
+    }
+
+    var all: [TickRecord] { self.records.current }
+    var ticks: [Tick] { self.all.map(\.tick) }
+    var count: Int { self.records.withLock { $0.count } }
+
+    /// Marks "a call that stops the old schedule has returned": records with this epoch or
+    /// later started after it.
+    @discardableResult
+    func bumpEpoch() -> UInt64 {
+        self.epochCounter.add(1, ordering: .acquiringAndReleasing).newValue
+    }
+
+    var epoch: UInt64 { self.epochCounter.load(ordering: .acquiring) }
+
+    /// Records that started at `epoch` or later.
+    func records(since epoch: UInt64) -> [TickRecord] {
+        self.all.filter { $0.epoch >= epoch }
+    }
+}
+
+/// A serial queue marked with ``TickRecorder/queueKey``, for "runs on the given queue" checks.
+func markedQueue(_ label: String) -> DispatchQueue {
+    let queue = DispatchQueue(label: label)
+    queue.setSpecific(key: TickRecorder.queueKey, value: 1)
+    return queue
+}
+
+// MARK: - Small conversions
+
+extension Duration {
+    var inSeconds: Double {
+        let (seconds, attoseconds) = self.components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+
+    var nanoseconds: Int64 { self.saturatingNanoseconds }
+}
+
+extension TimerInstant {
+    /// The same instant as a `DispatchTime` (monotonic clock).
+    var dispatchTime: DispatchTime {
+        DispatchTime(uptimeNanoseconds: UInt64(self.nanoseconds))
+    }
+}
+
+/// A deterministic generator for random tests (SplitMix64), seeded so a failure names its seed.
+struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        self.state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The seed for a random test: `METRONOME_SEED` if set, else fresh; always reported.
+func testSeed() -> UInt64 {
+    if let text = ProcessInfo.processInfo.environment["METRONOME_SEED"], let seed = UInt64(text) {
+        return seed
+    }
+    return UInt64.random(in: 1...UInt64.max)
+}
