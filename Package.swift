@@ -56,17 +56,19 @@ let package = Package(
             path: "Tests/CrashPatterns",
             swiftSettings: strictSwift
         ),
+        // Finds and runs the package's executables from tests.
+        .target(name: "MetronomeTestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "CMetronomeTests", dependencies: ["CMetronome"]),
         .testTarget(
             name: "MetronomeTests",
-            dependencies: ["Metronome", "MetronomeTesting"]
+            dependencies: ["Metronome", "MetronomeTesting", "MetronomeTestSupport"]
         ),
         .testTarget(
             name: "MetronomePatternsTests",
             dependencies: ["Metronome", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")]
         ),
         .testTarget(name: "MetronomeMeasurementsTests", dependencies: ["MetronomeMeasurements"]),
-        .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome"]),
+        .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome", "MetronomeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -153,17 +153,22 @@ mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
 	    leeway_ns);
 }
 
+/* Disarms the timer an id names; EINVAL for a stale id. */
+static int
+mtr_timer_cancel_locked_(mtr_engine *engine, mtr_timer_id id)
+{
+	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
+	if (timer == NULL)
+		return EINVAL;
+	mtr_timer_disarm_locked_(engine, timer);
+	return 0;
+}
+
 int
 mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 {
-	int rc = EINVAL;
-
 	pthread_mutex_lock(&engine->lock);
-	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
-	if (timer != NULL) {
-		mtr_timer_disarm_locked_(engine, timer);
-		rc = 0;
-	}
+	int rc = mtr_timer_cancel_locked_(engine, id);
 	pthread_mutex_unlock(&engine->lock);
 	return rc;
 }
@@ -171,22 +176,15 @@ mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 int
 mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 {
-	int rc = EINVAL;
-
 	pthread_mutex_lock(&engine->lock);
-	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
-	if (timer != NULL) {
-		mtr_timer_disarm_locked_(engine, timer);
-		rc = 0;
-		/* On the firing thread nothing else of ours can be running,
-		 * and waiting for ourselves would never end. */
-		if (!pthread_equal(pthread_self(), engine->thread)) {
-			engine->sync_waiters++;
-			while (engine->running == id)
-				pthread_cond_wait(&engine->callback_done,
-				    &engine->lock);
-			engine->sync_waiters--;
-		}
+	int rc = mtr_timer_cancel_locked_(engine, id);
+	/* On the firing thread nothing else of ours can be running, and
+	 * waiting for ourselves would never end. */
+	if (rc == 0 && !pthread_equal(pthread_self(), engine->thread)) {
+		engine->sync_waiters++;
+		while (engine->running == id)
+			pthread_cond_wait(&engine->callback_done, &engine->lock);
+		engine->sync_waiters--;
 	}
 	pthread_mutex_unlock(&engine->lock);
 	return rc;

@@ -9,16 +9,18 @@ import Foundation
 /// object" traps can happen. Dropping the last reference cancels the timer, in any state.
 ///
 /// ```swift
-/// final class BackgroundPoller {
-///     private var timer: SafeDispatchTimer?
+/// final class BackgroundPoller: Sendable {
+///     private let timer = SafeDispatchTimer()              // on the shared engine
 ///
 ///     func start() {
-///         self.timer = SafeDispatchTimer()
-///         self.timer?.schedule(interval: 5.0) { [weak self] in self?.fetchData() }
+///         self.timer.schedule(interval: 5.0) { [weak self] in
+///             self?.fetchData()
+///         }
 ///     }
-///     func pause() { self.timer?.suspend() }    // no-op unless running
-///     func unpause() { self.timer?.resume() }   // no-op unless suspended
-///     func stop() { self.timer = nil }          // cancels, whatever the state
+///     func pause() { self.timer.suspend() }                // no-op unless running
+///     func unpause() { self.timer.resume() }               // no-op unless suspended
+///     func stop() { self.timer.cancel() }                  // no-op unless running or suspended
+///     private func fetchData() {}
 /// }
 /// ```
 ///

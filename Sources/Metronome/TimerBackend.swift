@@ -28,6 +28,13 @@ public protocol TimerBackend: Sendable {
     ) -> (any ArmedTimer)?
 }
 
+extension TimerBackend {
+    /// The real clock: what every backend but a test double measures.
+    public func now(_ clock: TimerClock) -> Int64 {
+        clock.now().nanoseconds
+    }
+}
+
 /// One schedule's firings, started by ``TimerBackend/arm(_:clock:queue:fire:)``.
 public protocol ArmedTimer: Sendable {
     /// Stops the firings. Never waits for a running one; idempotent.

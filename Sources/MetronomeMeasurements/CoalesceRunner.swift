@@ -31,10 +31,7 @@ public enum CoalesceRunner {
         progress: ((String) -> Void)? = nil
     ) throws -> [CoalesceResult] {
         try config.validate()
-        guard load >= 0 else { throw MeasurementError.invalidConfiguration("load must not be negative") }
-        if let hgrmDirectory {
-            try FileManager.default.createDirectory(atPath: hgrmDirectory, withIntermediateDirectories: true)
-        }
+        try RunCost.prepare(load: load, hgrmDirectory: hgrmDirectory)
         return try subjects.map { subject in
             progress?(
                 "\(subject.name): \(config.timers) one-shot timers, leeway "
@@ -73,7 +70,7 @@ public enum CoalesceRunner {
             "deadlines uniform at random (SplitMix64, seed \(config.seed)) over the window; "
                 + "optimum_wakeups = minimum points stabbing every [deadline, deadline + leeway]"
         )
-        notes.append(contentsOf: results.compactMap(\.note))
+        notes.append(contentsOf: results.compactMap(\.latency.note))
         return notes
     }
 }

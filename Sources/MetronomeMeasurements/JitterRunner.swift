@@ -34,10 +34,7 @@ public enum JitterRunner {
         progress: ((String) -> Void)? = nil
     ) throws -> [JitterResult] {
         try config.validate()
-        guard load >= 0 else { throw MeasurementError.invalidConfiguration("load must not be negative") }
-        if let hgrmDirectory {
-            try FileManager.default.createDirectory(atPath: hgrmDirectory, withIntermediateDirectories: true)
-        }
+        try RunCost.prepare(load: load, hgrmDirectory: hgrmDirectory)
         return try subjects.map { subject in
             progress?(
                 "\(subject.name): \(config.samples) samples from \(config.timers) timer(s) every "

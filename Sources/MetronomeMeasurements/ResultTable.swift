@@ -47,13 +47,14 @@ public enum ResultTable {
             "p50 µs", "p99 µs", "max µs", "CPU ms/1k",
         ]
         let rows = results.map { result in
-            [
-                result.backend, "\(result.samples)", "\(result.wakeups)", "\(result.optimumWakeups)",
+            let latency = result.latency
+            return [
+                result.backend, "\(latency.samples)", "\(result.wakeups)", "\(result.optimumWakeups)",
                 ratio(Double(result.wakeups), Double(result.optimumWakeups)),
-                "\(result.early)", "\(result.inWindow)", "\(result.late)",
-                NumberText.microseconds(result.p50Microseconds), NumberText.microseconds(result.p99Microseconds),
-                NumberText.microseconds(result.maxMicroseconds),
-                NumberText.fixed(result.cpuMillisecondsPer1k, places: 2),
+                "\(latency.early)", "\(result.inWindow)", "\(result.late)",
+                NumberText.microseconds(latency.p50Microseconds), NumberText.microseconds(latency.p99Microseconds),
+                NumberText.microseconds(latency.maxMicroseconds),
+                NumberText.fixed(latency.cpuMillisecondsPer1k, places: 2),
             ]
         }
         return render(header: header, rows: rows)

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What running a subject cost: wall time, CPU time and voluntary wake-ups.
 ///
 /// ```swift
@@ -17,6 +19,17 @@ public struct RunCost: Sendable, Equatable {
         self.elapsedNanoseconds = elapsedNanoseconds
         self.cpuNanoseconds = cpuNanoseconds
         self.voluntaryWakeups = voluntaryWakeups
+    }
+
+    /// Checks what every runner checks before its first subject, and creates the directory
+    /// histograms go to.
+    ///
+    /// - Throws: ``MeasurementError`` for a negative load; the error of creating the directory.
+    static func prepare(load: Int, hgrmDirectory: String?) throws {
+        guard load >= 0 else { throw MeasurementError.invalidConfiguration("load must not be negative") }
+        if let hgrmDirectory {
+            try FileManager.default.createDirectory(atPath: hgrmDirectory, withIntermediateDirectories: true)
+        }
     }
 
     /// Runs `body` with `load` ``BusyLoad`` threads spinning beside it and measures its cost.

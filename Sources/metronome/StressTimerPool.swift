@@ -125,13 +125,18 @@ final class StressTimerPool: StressSubject {
 
     // MARK: Calls into a timer, each bracketed for the shadow
 
-    private func schedule(_ stress: StressTimer, slot: Int, _ random: inout SplitMix64) {
-        let token = self.tokens.add(1, ordering: .relaxed).newValue
-        let context = StressHandlerContext(token: token, repeating: stress.repeating, live: self.live)
-        let grid = StressGrid(
+    /// A schedule starting soon, so the pool keeps firing.
+    private static func randomGrid(for stress: StressTimer, _ random: inout SplitMix64) -> StressGrid {
+        StressGrid(
             start: MonotonicTime.now() + random.nanoseconds(in: Self.delay),
             period: stress.repeating ? random.nanoseconds(in: Self.period) : nil
         )
+    }
+
+    private func schedule(_ stress: StressTimer, slot: Int, _ random: inout SplitMix64) {
+        let token = self.tokens.add(1, ordering: .relaxed).newValue
+        let context = StressHandlerContext(token: token, repeating: stress.repeating, live: self.live)
+        let grid = Self.randomGrid(for: stress, &random)
         let ticket = stress.shadow.withLockedValue { shadow in
             shadow.register(grid, token: token)
             return shadow.begin(arming: true)
@@ -148,10 +153,7 @@ final class StressTimerPool: StressSubject {
     }
 
     private func reschedule(_ stress: StressTimer, fromHandler: Bool, _ random: inout SplitMix64) {
-        let grid = StressGrid(
-            start: MonotonicTime.now() + random.nanoseconds(in: Self.delay),
-            period: stress.repeating ? random.nanoseconds(in: Self.period) : nil
-        )
+        let grid = Self.randomGrid(for: stress, &random)
         let ticket = stress.shadow.withLockedValue { shadow in
             // Any handler may carry it: reschedule keeps whichever one is installed.
             shadow.register(grid, token: nil)

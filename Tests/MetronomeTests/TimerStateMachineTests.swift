@@ -362,7 +362,7 @@ private let transitions: [Transition] = [
 
     @Test(arguments: [UInt64(1), 0xC0FFEE])
     func nextDeadlineIsTheFirstInPhaseDeadlineNotBeforeNow(seed: UInt64) throws {
-        var rng = SplitMix64(seed: seed)
+        var rng = SeededGenerator(seed: seed)
         for _ in 0..<10_000 {
             let deadline = Int64.random(in: 0...1_000_000, using: &rng)
             let period = Int64.random(in: 1...5_000, using: &rng)
@@ -379,20 +379,6 @@ private let transitions: [Transition] = [
 
 // MARK: - Randomized comparison with a reference model
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a seeded generator, so a failure can be replayed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { self.state = seed }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// What the model predicts: an action without its schedule.
 enum Outcome: Equatable {
@@ -501,7 +487,7 @@ extension TimerStateMachine {
     }
 }
 
-extension SplitMix64 {
+extension SeededGenerator {
     mutating func schedule() -> TimerSchedule {
         let period: Int64? = Bool.random(using: &self) ? Int64.random(in: 1...1_000, using: &self) : nil
         return TimerSchedule(
@@ -527,7 +513,7 @@ extension SplitMix64 {
 @Suite struct TimerStateMachinePropertyTests {
     @Test(arguments: [UInt64(0), 42, 0xDEAD_BEEF])
     func machineAgreesWithReferenceModel(seed: UInt64) {
-        var rng = SplitMix64(seed: seed)
+        var rng = SeededGenerator(seed: seed)
         var machine = TimerStateMachine()
         var model = ReferenceModel()
         for step in 0..<10_000 {

@@ -11,10 +11,6 @@ struct DispatchBackend: TimerBackend {
     /// Where handlers run when the timer was given no queue.
     let fallbackQueue: DispatchQueue
 
-    func now(_ clock: TimerClock) -> Int64 {
-        clock.now().nanoseconds
-    }
-
     func arm(
         _ schedule: TimerSchedule,
         clock: TimerClock,

@@ -5,10 +5,6 @@ internal import CMetronome
 struct EngineBackend: TimerBackend {
     let engine: TimerEngine
 
-    func now(_ clock: TimerClock) -> Int64 {
-        clock.now().nanoseconds
-    }
-
     func arm(
         _ schedule: TimerSchedule,
         clock: TimerClock,
