@@ -63,13 +63,30 @@ mtr_clock_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 	state->armed_ns = target_ns;
 }
 
+int64_t
+mtr_engine_wake_target_locked_(const mtr_engine *engine, int64_t due_ns,
+    int64_t deadline_ns)
+{
+	/*
+	 * Waking exactly at the latest acceptable time would land every
+	 * batch's first timer outside its window by the wake-up latency, so
+	 * a timer with leeway wakes a margin early (see MTR_WAKE_MARGIN_MAX_NS).
+	 * Every stab point moves by the same rule, so wake-ups stay at the
+	 * optimum for windows shortened by their margin.
+	 */
+	int64_t margin_ns = (due_ns - deadline_ns) / 4;
+	if (margin_ns > MTR_WAKE_MARGIN_MAX_NS)
+		margin_ns = MTR_WAKE_MARGIN_MAX_NS;
+	return due_ns - margin_ns - engine->config.spin_ns;
+}
+
 void
 mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock)
 {
 	struct mtr_clock_state *state = &engine->clocks[clock];
 	const struct mtr_heap_entry *top = mtr_timerset_top_locked_(&state->set);
-	int64_t target_ns = top ? top->due_ns - engine->config.spin_ns
-	    : INT64_MAX;
+	int64_t target_ns = top ? mtr_engine_wake_target_locked_(engine,
+	    top->due_ns, engine->timers[top->timer].deadline_ns) : INT64_MAX;
 
 	/* Skip the syscall when the timerfd already expires then. */
 	if (target_ns != state->armed_ns)

@@ -1,53 +1,74 @@
 import Foundation
 
-/// Runs jitter subjects one after another with the same settings and measures each.
+/// Runs jitter subjects in interleaved rounds with the same settings and measures each.
 ///
 /// ```swift
 /// let config = JitterConfiguration(intervalNanoseconds: 1_000_000, samples: 10_000)
 /// let results = try JitterRunner.run(subjects: [TimerfdLoopSubject(), DispatchSubject()],
-///                                    config: config, load: 0, hgrmDirectory: nil, progress: nil)
+///                                    config: config, rounds: 5)
 /// print(ResultTable.jitter(results))
 /// ```
+///
+/// Why rounds: a shared machine's wake-up latency drifts over minutes, so backends run one
+/// after another would be judged in different weather. Each round gives every subject a
+/// share of the samples, starting with a different subject each time, and each subject's
+/// rounds are merged into one distribution.
 public enum JitterRunner {
-    /// Measures each subject in turn.
+    /// Measures every subject, interleaved.
     ///
-    /// For each subject: start `load` busy threads, take CPU time (load excluded) and voluntary
-    /// wake-ups, run the subject with a fresh ``LatencyRecorder`` (`target` = `config.samples`,
-    /// `discardFirst` = `config.warmup`), take them again, stop the load. Wake-ups per second
-    /// are the subject's own count where it has one, otherwise the voluntary context switches.
+    /// In each round, for each subject: start `load` busy threads, take CPU time (load
+    /// excluded) and voluntary wake-ups, run the subject with a fresh ``LatencyRecorder``
+    /// (its share of `config.samples`, after `config.warmup` discarded firings), take them
+    /// again, stop the load. Wake-ups per second are the subject's own count where it has
+    /// one, otherwise the voluntary context switches.
     ///
     /// - Parameters:
-    ///   - subjects: The backends, run in this order.
+    ///   - subjects: The backends; round `r` starts with subject `r` (mod count).
     ///   - config: Settings shared by every subject.
     ///   - load: Busy threads spinning during each run; 0 for none.
+    ///   - rounds: How many turns the samples are split into; at least 1.
     ///   - hgrmDirectory: If set, `<directory>/<backend>.hgrm` is written for each subject;
     ///     the directory is created if needed.
-    ///   - progress: Called with one line before and after each subject, for a terminal.
-    /// - Returns: One result per subject, in order.
+    ///   - progress: Called with one line before and after each run, for a terminal.
+    /// - Returns: One result per subject, in the order given.
     /// - Throws: ``MeasurementError`` for a bad configuration or a subject that fails; the
     ///   error of writing a `.hgrm` file.
     public static func run(
         subjects: [any JitterSubject],
         config: JitterConfiguration,
         load: Int = 0,
+        rounds: Int = 1,
         hgrmDirectory: String? = nil,
         progress: ((String) -> Void)? = nil
     ) throws -> [JitterResult] {
         try config.validate()
+        guard rounds >= 1, rounds <= config.samples else {
+            throw MeasurementError.invalidConfiguration("rounds must be between 1 and the sample count")
+        }
         try RunCost.prepare(load: load, hgrmDirectory: hgrmDirectory)
-        return try subjects.map { subject in
-            progress?(
-                "\(subject.name): \(config.samples) samples from \(config.timers) timer(s) every "
-                    + "\(NumberText.microseconds(Double(config.intervalNanoseconds) / 1_000)) µs"
-            )
-            let recorder = LatencyRecorder(target: config.samples, discardFirst: config.warmup)
-            let (counters, cost) = try RunCost.measure(load: load) {
-                try subject.run(config, recorder: recorder)
+        var totals = subjects.map { _ in SubjectTotal(recorder: LatencyRecorder(target: config.samples)) }
+        for round in 0..<rounds {
+            var share = config
+            share.samples = config.samples / rounds + (round < config.samples % rounds ? 1 : 0)
+            for offset in subjects.indices {
+                let index = (round + offset) % subjects.count
+                let subject = subjects[index]
+                progress?(
+                    "round \(round + 1)/\(rounds), \(subject.name): \(share.samples) samples from "
+                        + "\(config.timers) timer(s) every \(NumberText.microseconds(Double(config.intervalNanoseconds) / 1_000)) µs"
+                )
+                let recorder = LatencyRecorder(target: share.samples, discardFirst: config.warmup)
+                let (counters, cost) = try RunCost.measure(load: load) {
+                    try subject.run(share, recorder: recorder)
+                }
+                totals[index].add(recorder, counters: counters, cost: cost)
             }
+        }
+        return try zip(subjects, totals).map { subject, total in
             if let hgrmDirectory {
-                try recorder.writePercentileDistribution(to: "\(hgrmDirectory)/\(subject.name).hgrm")
+                try total.recorder.writePercentileDistribution(to: "\(hgrmDirectory)/\(subject.name).hgrm")
             }
-            let summary = recorder.summary
+            let summary = total.recorder.summary
             progress?(
                 "\(subject.name): p50 \(NumberText.microseconds(summary.p50Microseconds)) µs, "
                     + "p99 \(NumberText.microseconds(summary.p99Microseconds)) µs, "
@@ -56,10 +77,25 @@ public enum JitterRunner {
             return JitterResult(
                 backend: subject.name,
                 latency: summary,
-                wakeupsPerSecond: cost.perSecond(counters.wakeups ?? cost.voluntaryWakeups),
-                cpuMillisecondsPer1k: cost.cpuMillisecondsPer1k(firings: recorder.firings),
-                note: RunNotes.resultNote(backend: subject.name, counters: counters)
+                wakeupsPerSecond: total.cost.perSecond(total.counters.wakeups ?? total.cost.voluntaryWakeups),
+                cpuMillisecondsPer1k: total.cost.cpuMillisecondsPer1k(firings: total.recorder.firings),
+                note: RunNotes.resultNote(backend: subject.name, counters: total.counters)
             )
+        }
+    }
+
+    /// One subject's rounds, added up.
+    private struct SubjectTotal {
+        let recorder: LatencyRecorder
+        var counters = SubjectCounters(wakeups: 0)
+        var cost = RunCost(elapsedNanoseconds: 0, cpuNanoseconds: 0, voluntaryWakeups: 0)
+
+        mutating func add(_ round: LatencyRecorder, counters: SubjectCounters, cost: RunCost) {
+            self.recorder.merge(round)
+            self.cost = self.cost + cost
+            // A count is only meaningful if every round had one.
+            self.counters.wakeups = self.counters.wakeups.flatMap { total in counters.wakeups.map { total + $0 } }
+            self.counters.note = counters.note
         }
     }
 
@@ -69,8 +105,8 @@ public enum JitterRunner {
     ///   - config: The settings the results were measured with.
     ///   - load: The busy threads that ran.
     ///   - results: The results, for their backends and notes.
-    public static func notes(config: JitterConfiguration, load: Int, results: [JitterResult]) -> [String] {
-        var notes = RunNotes.common(backends: results.map(\.backend), load: load)
+    public static func notes(config: JitterConfiguration, load: Int, rounds: Int = 1, results: [JitterResult]) -> [String] {
+        var notes = RunNotes.common(backends: results.map(\.backend), load: load, rounds: rounds)
         notes.append("lateness = firing time − deadline on CLOCK_MONOTONIC, measured at handler entry")
         if config.timers > 1 {
             notes.append("\(config.timers) timers are spread evenly over one interval")

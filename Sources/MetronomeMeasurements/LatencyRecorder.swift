@@ -41,7 +41,9 @@ public final class LatencyRecorder: Sendable {
         precondition(target >= 0 && discardFirst >= 0, "target and discardFirst must not be negative")
         self.target = target
         self.discardFirst = discardFirst
-        var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+        // Sized for an hour up front (about 300 KB): growing it on a first large value
+        // would stall the firing path that is being measured.
+        var histogram = Histogram<UInt64>(highestTrackableValue: 3_600_000_000_000, numberOfSignificantValueDigits: .three)
         histogram.autoResize = true
         self.state = LockedCondition(State(histogram: histogram))
     }
@@ -71,6 +73,19 @@ public final class LatencyRecorder: Sendable {
         }
         if completed {
             self.state.broadcast()
+        }
+    }
+
+    /// Adds everything `other` recorded to this recorder, as if recorded here: how runs made
+    /// in rounds become one distribution. The target is not enforced on merged samples.
+    public func merge(_ other: LatencyRecorder) {
+        let recorded = other.state.withLock { $0 }
+        self.state.withLock { state in
+            state.histogram.add(recorded.histogram)
+            state.firings += recorded.firings
+            state.samples += recorded.samples
+            state.missed += recorded.missed
+            state.early += recorded.early
         }
     }
 

@@ -60,6 +60,15 @@ public struct RunCost: Sendable, Equatable {
         return (value, cost)
     }
 
+    /// The cost of two runs together.
+    public static func + (lhs: RunCost, rhs: RunCost) -> RunCost {
+        RunCost(
+            elapsedNanoseconds: lhs.elapsedNanoseconds + rhs.elapsedNanoseconds,
+            cpuNanoseconds: lhs.cpuNanoseconds + rhs.cpuNanoseconds,
+            voluntaryWakeups: lhs.voluntaryWakeups + rhs.voluntaryWakeups
+        )
+    }
+
     /// `count` events per second of ``elapsedNanoseconds``; 0 for an empty run.
     public func perSecond(_ count: Int) -> Double {
         guard self.elapsedNanoseconds > 0 else { return 0 }

@@ -25,6 +25,9 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "Leeway in microseconds.")
     var leeway: Double = 0
 
+    @Option(help: "Rounds the samples are split into, backends interleaved in rotated order.")
+    var rounds: Int = 5
+
     @Option(help: "Busy threads started for the run, to measure under load.")
     var load: Int = 0
 
@@ -61,15 +64,16 @@ struct JitterCommand: ParsableCommand {
             subjects: subjects,
             config: config,
             load: self.load,
+            rounds: self.rounds,
             hgrmDirectory: self.hgrm,
             progress: Terminal.progress(quiet: self.json)
         )
-        let allNotes = notes + JitterRunner.notes(config: config, load: self.load, results: results)
+        let allNotes = notes + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
         let report = Report(command: "jitter", config: config, machine: .current(), results: results, notes: allNotes)
         if self.json {
             print(try report.jsonString())
         } else {
-            Terminal.printHeader(report.machine, config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s), leeway \(self.leeway) µs, load \(self.load)")
+            Terminal.printHeader(report.machine, config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s), leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
             print(ResultTable.jitter(results))
             allNotes.forEach { print("note: \($0)") }
         }

@@ -80,6 +80,26 @@ import Testing
         #expect(recorder.isComplete)
     }
 
+    @Test func mergeAddsAnotherRecordersSamplesAndCounts() {
+        let total = LatencyRecorder(target: 4)
+        let first = LatencyRecorder(target: 2)
+        first.record(scheduledNanoseconds: 0, firedNanoseconds: 1_000, missed: 1)
+        first.record(scheduledNanoseconds: 0, firedNanoseconds: 2_000, missed: 0)
+        let second = LatencyRecorder(target: 2)
+        second.record(scheduledNanoseconds: 5_000, firedNanoseconds: 4_000, missed: 0)
+        second.record(scheduledNanoseconds: 0, firedNanoseconds: 9_000, missed: 2)
+        total.merge(first)
+        total.merge(second)
+        let summary = total.summary
+        #expect(summary.samples == 4)
+        #expect(summary.missed == 3)
+        #expect(summary.early == 1)
+        #expect(summary.minNanoseconds == 0)
+        expectClose(summary.maxNanoseconds, 9_000)
+        #expect(total.firings == 4)
+        #expect(total.isComplete)
+    }
+
     @Test func waitTimesOutWhileIncomplete() {
         let recorder = LatencyRecorder(target: 2)
         recorder.record(scheduledNanoseconds: 0, firedNanoseconds: 1, missed: 0)

@@ -96,6 +96,30 @@ extension RealTime {
         }
 
         @Test(.timeLimit(.minutes(1)))
+        func jitterRunnerInterleavesRoundsInRotatedOrder() throws {
+            var lines: [String] = []
+            let results = try JitterRunner.run(
+                subjects: [TimerfdLoopSubject(), DispatchSubject()],
+                config: config,
+                rounds: 3,
+                progress: { lines.append($0) }
+            )
+            // Every round's share adds up to the requested samples, per subject.
+            #expect(results.map(\.samples) == [200, 200])
+            #expect(results.allSatisfy { $0.early == 0 })
+            // One line per run (3 rounds × 2 subjects), then one per subject; each round
+            // starts with the next subject.
+            #expect(lines.count == 8)
+            let starts = lines.filter { $0.hasPrefix("round ") }.map { $0.split(separator: ",")[1].split(separator: ":")[0] }
+            #expect(starts == [" timerfd", " gcd", " gcd", " timerfd", " timerfd", " gcd"])
+            let notes = JitterRunner.notes(config: config, load: 0, rounds: 3, results: results)
+            #expect(notes[0].hasPrefix("backends ran interleaved with the same settings: 3 rounds"))
+            #expect(throws: MeasurementError.self) {
+                try JitterRunner.run(subjects: [DispatchSubject()], config: config, rounds: 0)
+            }
+        }
+
+        @Test(.timeLimit(.minutes(1)))
         func coalesceRunnerComparesWithTheOptimum() throws {
             let config = CoalesceConfiguration(
                 timers: 300,
