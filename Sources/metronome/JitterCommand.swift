@@ -40,7 +40,7 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "SCHED_FIFO priority of engine-rt.")
     var priority: Int = 50
 
-    @Option(help: "Backends to run, comma-separated.")
+    @Option(help: "Backends to run, comma-separated (also: gcd-safe, sleep-engine, sleep-continuous).")
     var backends: String = "engine,engine-rt,engine-spin,gcd,timerfd"
 
     @Option(help: "Write an HdrHistogram percentile file per backend into this directory.")
@@ -104,8 +104,14 @@ struct JitterCommand: ParsableCommand {
                 subjects.append(SafeTimerJitterSubject(name: name, backend: .dispatch, engine: nil))
             case "timerfd":
                 subjects.append(TimerfdLoopSubject())
+            case "sleep-engine":
+                subjects.append(SleepJitterSubject(engine: try TimerEngine()))
+            case "sleep-continuous":
+                subjects.append(SleepJitterSubject())
             default:
-                throw ValidationError("unknown backend '\(name)': use engine, engine-rt, engine-spin, gcd, gcd-safe, timerfd")
+                throw ValidationError(
+                    "unknown backend '\(name)': use engine, engine-rt, engine-spin, gcd, gcd-safe, timerfd, "
+                        + "sleep-engine, sleep-continuous")
             }
         }
         return (subjects, notes)

@@ -183,7 +183,8 @@ struct SwiftScaleSubject: ScaleSubject {
             timer.cancel()
             timer.schedule(at: TimerInstant(nanoseconds: deadline), handler: record)
         }
-        _ = log.latency.waitUntilComplete(timeout: .seconds(60))
+        // Dropping a SafeDispatchTimer cancels it: keep them until they have fired.
+        withExtendedLifetime(timers) { _ = log.latency.waitUntilComplete(timeout: .seconds(60)) }
         return ScaleProbe.result(
             self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule,
             bytes: bytes, log: log, firstDeadline: first)

@@ -1,0 +1,66 @@
+@preconcurrency import Dispatch
+import Metronome
+import MetronomeMeasurements
+
+/// A jitter subject that sleeps instead of arming a timer: a task looping on
+/// `Task.sleep(until:tolerance:clock:)` to each absolute deadline, on Metronome's
+/// `EngineClock` (`sleep-engine`) or the standard `ContinuousClock` (`sleep-continuous`),
+/// which on Linux hops through libdispatch's timer manager.
+struct SleepJitterSubject<C: Clock>: JitterSubject where C.Duration == Duration {
+    let name: String
+    let clock: C
+    /// The clock's reading now, in nanoseconds of its own epoch: lateness is taken on the
+    /// clock the sleep was measured against.
+    let nanoseconds: @Sendable (C.Instant) -> Int64
+
+    func run(_ config: JitterConfiguration, recorder: LatencyRecorder) throws -> SubjectCounters {
+        let done = DispatchSemaphore(value: 0)
+        let task = Task {
+            let start = self.clock.now.advanced(by: .nanoseconds(config.startLeadNanoseconds))
+            let interval = Duration.nanoseconds(config.intervalNanoseconds)
+            let tolerance = Duration.nanoseconds(config.leewayNanoseconds)
+            var deadline = start
+            while !recorder.isComplete {
+                try? await Task.sleep(until: deadline, tolerance: tolerance, clock: self.clock)
+                if Task.isCancelled { break }
+                recorder.record(
+                    scheduledNanoseconds: self.nanoseconds(deadline),
+                    firedNanoseconds: self.nanoseconds(self.clock.now),
+                    missed: 0
+                )
+                MonotonicTime.spin(nanoseconds: config.handlerWorkNanoseconds)
+                deadline = deadline.advanced(by: interval)
+            }
+            done.signal()
+        }
+        let completed = recorder.waitUntilComplete(timeout: config.completionTimeout)
+        task.cancel()
+        done.wait()
+        guard completed else {
+            throw MeasurementError.timedOut(backend: self.name, recorded: recorder.summary.samples, expected: recorder.target)
+        }
+        return SubjectCounters()
+    }
+}
+
+extension SleepJitterSubject where C == EngineClock {
+    init(engine: TimerEngine) {
+        self.init(name: "sleep-engine", clock: EngineClock(engine: engine)) { $0.nanoseconds }
+    }
+}
+
+extension SleepJitterSubject where C == ContinuousClock {
+    init() {
+        let epoch = ContinuousClock.now
+        self.init(name: "sleep-continuous", clock: ContinuousClock()) { instant in
+            epoch.duration(to: instant).saturatingNanoseconds
+        }
+    }
+}
+
+extension Duration {
+    var saturatingNanoseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

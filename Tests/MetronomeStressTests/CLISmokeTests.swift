@@ -1,0 +1,73 @@
+import Foundation
+import MetronomeTestSupport
+import Testing
+
+/// Runs each `metronome` subcommand briefly with `--json` and checks the stable schema
+/// other tools read, plus the behaviour every row must show (nothing early, nothing lost).
+@Suite(.serialized)
+struct CLISmokeTests {
+    static let latencyKeys: Set<String> = [
+        "backend", "samples", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
+        "wakeups_per_s", "cpu_ms_per_1k",
+    ]
+
+    /// Runs `metronome` with `arguments` and returns its JSON report, checking the envelope.
+    private func report(_ arguments: [String], command: String) throws -> [[String: Any]] {
+        let executable = try ChildProcess.product("metronome").get()
+        let run = try ChildProcess.run(executable, arguments + ["--json"], timeout: 240)
+        #expect(run.status == 0, "stderr: \(run.stderr.suffix(2000))")
+        let top = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        #expect(top["tool"] as? String == "metronome")
+        #expect(top["command"] as? String == command)
+        #expect(top["config"] is [String: Any])
+        #expect((top["machine"] as? [String: Any])?.isEmpty == false)
+        return try #require(top["results"] as? [[String: Any]])
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func jitterReportsEveryBackendWithTheStableKeys() throws {
+        let backends = ["engine", "engine-spin", "gcd", "gcd-safe", "timerfd", "sleep-engine", "sleep-continuous"]
+        let rows = try self.report(
+            ["jitter", "--samples", "200", "--rounds", "2", "--backends", backends.joined(separator: ",")],
+            command: "jitter")
+        #expect(rows.map { $0["backend"] as? String } == backends)
+        for row in rows {
+            #expect(Set(row.keys) == Self.latencyKeys)
+            #expect(row["samples"] as? Int == 200)
+            #expect(row["early"] as? Int == 0, "\(row)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func coalesceReportsWakeUpsAgainstTheOptimum() throws {
+        let rows = try self.report(
+            ["coalesce", "--timers", "300", "--window", "300", "--leeway", "30"], command: "coalesce")
+        #expect(rows.map { $0["backend"] as? String } == ["engine", "gcd"])
+        for row in rows {
+            #expect(Set(row.keys) == Self.latencyKeys.union(["wakeups", "optimum_wakeups", "in_window", "late"]))
+            #expect(row["samples"] as? Int == 300)
+            #expect(row["early"] as? Int == 0, "\(row)")
+            let inWindow = try #require(row["in_window"] as? Int)
+            let late = try #require(row["late"] as? Int)
+            #expect(inWindow + late == 300)
+            #expect((row["optimum_wakeups"] as? Int ?? 0) >= 1)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func scaleFiresEveryTimerInOrderAndNoneEarly() throws {
+        let rows = try self.report(
+            ["scale", "--timers", "20000", "--gcd-timers", "2000", "--operations", "20000"], command: "scale")
+        #expect(rows.map { $0["backend"] as? String } == ["core", "engine-swift", "gcd"])
+        for row in rows {
+            #expect(
+                Set(row.keys).isSuperset(of: [
+                    "add_cancel_per_s", "reschedule_per_s", "bytes_per_timer", "fires_per_s", "out_of_order", "early",
+                ]))
+            #expect(row["fired"] as? Int == row["timers"] as? Int, "\(row)")
+            #expect(row["out_of_order"] as? Int == 0, "\(row)")
+            #expect(row["early"] as? Int == 0, "\(row)")
+            #expect((row["add_cancel_per_s"] as? Double ?? 0) > 0)
+        }
+    }
+}
