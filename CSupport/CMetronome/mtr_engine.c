@@ -64,7 +64,7 @@ mtr_clock_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 }
 
 int64_t
-mtr_engine_wake_target_locked_(const mtr_engine *engine, int64_t due_ns,
+mtr_engine_wake_target_(const mtr_engine *engine, int64_t due_ns,
     int64_t deadline_ns)
 {
 	/*
@@ -85,7 +85,7 @@ mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock)
 {
 	struct mtr_clock_state *state = &engine->clocks[clock];
 	const struct mtr_heap_entry *top = mtr_timerset_top_locked_(&state->set);
-	int64_t target_ns = top ? mtr_engine_wake_target_locked_(engine,
+	int64_t target_ns = top ? mtr_engine_wake_target_(engine,
 	    top->due_ns, engine->timers[top->timer].deadline_ns) : INT64_MAX;
 
 	/* Skip the syscall when the timerfd already expires then. */

@@ -127,7 +127,7 @@ mtr_slot_index_(uint32_t slot)
 
 /* mtr_engine.c */
 void mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
-int64_t mtr_engine_wake_target_locked_(const mtr_engine *engine,
+int64_t mtr_engine_wake_target_(const mtr_engine *engine,
     int64_t due_ns, int64_t deadline_ns);
 
 /* mtr_timer.c */

@@ -106,7 +106,7 @@ mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
 		return rc;
 	/* Only a new earliest wake-up needs the timerfd moved; in a batch the
 	 * firing thread re-arms when the batch ends. */
-	if (!state->firing && mtr_engine_wake_target_locked_(engine, due_ns,
+	if (!state->firing && mtr_engine_wake_target_(engine, due_ns,
 	    engine->timers[index].deadline_ns) < state->armed_ns)
 		mtr_engine_rearm_locked_(engine, clock);
 	return 0;

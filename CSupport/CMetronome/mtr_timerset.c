@@ -17,7 +17,7 @@
  *
  * Coalescing (the rule lives here and in the firing loop, mtr_engine.c):
  * the timerfd is armed at the smallest key (less a wake-up margin, see
- * mtr_engine_wake_target_locked_), and each wake-up pops in key order
+ * mtr_engine_wake_target_), and each wake-up pops in key order
  * while the top's window has opened. For a fixed set of windows this
  * wakes at exactly the points of the greedy minimum interval stabbing, so
  * wake-ups are optimal; a timer whose window opened but whose key is behind

@@ -27,7 +27,7 @@ public struct TimerInstant: InstantProtocol, Sendable, Hashable, Comparable, Cus
 }
 
 extension Int64 {
-    func addingSaturating(_ other: Int64) -> Int64 {
+    package func addingSaturating(_ other: Int64) -> Int64 {
         let (sum, overflow) = self.addingReportingOverflow(other)
         return overflow ? (other > 0 ? .max : .min) : sum
     }
@@ -35,7 +35,7 @@ extension Int64 {
 
 extension Duration {
     /// This duration in whole nanoseconds, clamped to `Int64`'s range.
-    var saturatingNanoseconds: Int64 {
+    package var saturatingNanoseconds: Int64 {
         let (seconds, attoseconds) = self.components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds > 0 ? .max : .min }

@@ -9,7 +9,7 @@ import MetronomeMeasurements
 struct SleepJitterSubject<C: Clock>: JitterSubject where C.Duration == Duration {
     let name: String
     let clock: C
-    /// The clock's reading now, in nanoseconds of its own epoch: lateness is taken on the
+    /// An instant of the clock as nanoseconds of a fixed epoch, so lateness is taken on the
     /// clock the sleep was measured against.
     let nanoseconds: @Sendable (C.Instant) -> Int64
 
@@ -55,12 +55,5 @@ extension SleepJitterSubject where C == ContinuousClock {
         self.init(name: "sleep-continuous", clock: ContinuousClock()) { instant in
             epoch.duration(to: instant).saturatingNanoseconds
         }
-    }
-}
-
-extension Duration {
-    var saturatingNanoseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
