@@ -7,7 +7,7 @@
 /// Every arming carries a *generation*. A fire is decided on the firing thread, so it can be
 /// in flight while another thread cancels, suspends or reschedules the timer; the callback
 /// then arrives carrying the generation it was armed with, which no longer matches, and
-/// ``fired(generation:)`` returns ``FiredAction/ignore``. Each transition into `running` or
+/// ``fired(generation:scheduled:)`` returns ``FiredAction/ignore``. Each transition into `running` or
 /// `suspended` takes a new generation, so an old callback can never match a later arming.
 ///
 /// Misuse by the caller (suspending twice, resuming a running timer, cancelling twice,
@@ -34,6 +34,11 @@ struct TimerStateMachine {
     /// The last generation handed out; only ever increases (wrapping after 2^64 armings).
     private var lastGeneration: UInt64 = 0
 
+    /// The latest deadline of the current schedule a handler was run for. Resuming never
+    /// arms at or before it, whatever `now` the caller read: a clock read before a tick was
+    /// delivered must not bring that tick's deadline back.
+    private var lastDelivered: Int64?
+
     /// The generation of the current arming while running or suspended, otherwise `nil`.
     var generation: UInt64? {
         switch self.state {
@@ -58,6 +63,7 @@ struct TimerStateMachine {
         case .idle, .cancelled:
             let generation = self.nextGeneration()
             self.state = .running(schedule, generation: generation)
+            self.lastDelivered = nil
             return .arm(schedule, generation: generation)
         case .running, .suspended:
             return .reject
@@ -80,10 +86,12 @@ struct TimerStateMachine {
         case .running:
             let generation = self.nextGeneration()
             self.state = .running(schedule, generation: generation)
+            self.lastDelivered = nil
             return .arm(schedule, generation: generation)
         case .suspended:
             // A new generation here too: a fire of the old arming may still be in flight.
             self.state = .suspended(schedule, generation: self.nextGeneration())
+            self.lastDelivered = nil
             return .keepSuspended
         case .idle, .cancelled:
             return .reject
@@ -121,10 +129,12 @@ struct TimerStateMachine {
     ///
     /// Periods that passed while suspended are skipped rather than reported as missed, and a
     /// one-shot whose deadline passed fires at once (see ``TimerSchedule/resumed(at:)``).
+    /// The next deadline also lies after the last one delivered, so a `now` read before
+    /// that delivery cannot repeat it.
     mutating func resume(now: Int64) -> ResumeAction {
         switch self.state {
         case .suspended(let schedule, _):
-            let resumed = schedule.resumed(at: now)
+            let resumed = schedule.resumed(at: max(now, self.lastDelivered ?? now))
             let generation = self.nextGeneration()
             self.state = .running(resumed, generation: generation)
             return .arm(resumed, generation: generation)
@@ -157,7 +167,7 @@ struct TimerStateMachine {
         }
     }
 
-    /// What the owner must do after ``fired(generation:)``.
+    /// What the owner must do after ``fired(generation:scheduled:)``.
     enum FiredAction: Equatable {
         /// Run the user's handler.
         case runHandler
@@ -165,14 +175,17 @@ struct TimerStateMachine {
         case ignore
     }
 
-    /// Reports that the backend fired an arming tagged with `generation`.
+    /// Reports that the backend fired an arming tagged with `generation`, for the deadline
+    /// `scheduled`.
     ///
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;
     /// a repeating timer stays running.
-    mutating func fired(generation: UInt64) -> FiredAction {
+    mutating func fired(generation: UInt64, scheduled: Int64) -> FiredAction {
         switch self.state {
         case .running(let schedule, let current) where current == generation:
-            if !schedule.isRepeating {
+            if schedule.isRepeating {
+                self.lastDelivered = scheduled
+            } else {
                 self.state = .idle
             }
             return .runHandler

@@ -55,8 +55,8 @@ enum TableEvent: String, CaseIterable, Hashable, Sendable {
         case .suspend: machine.suspend().effect
         case .resume: machine.resume(now: resumeTime).effect
         case .cancel: machine.cancel().effect
-        case .firedCurrent: machine.fired(generation: lastGeneration).effect
-        case .firedStale: machine.fired(generation: lastGeneration &- 1).effect
+        case .firedCurrent: machine.fired(generation: lastGeneration, scheduled: 1_000).effect
+        case .firedStale: machine.fired(generation: lastGeneration &- 1, scheduled: 1_000).effect
         }
     }
 }
@@ -210,7 +210,7 @@ private let transitions: [Transition] = [
         record(machine.resume(now: 0) != .reject)
         record(machine.cancel() == .disarm)
         record(machine.schedule(oneShot) != .reject)
-        record(machine.fired(generation: seen.last ?? 0) == .runHandler)
+        record(machine.fired(generation: seen.last ?? 0, scheduled: 1_000) == .runHandler)
         record(machine.schedule(oneShot) != .reject)
         #expect(seen.count == 7)
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 })
@@ -222,7 +222,7 @@ private let transitions: [Transition] = [
         let generation = machine.generation
         #expect(machine.schedule(oneShot) == .reject)
         #expect(machine.resume(now: 0) == .reject)
-        #expect(machine.fired(generation: 0) == .ignore)
+        #expect(machine.fired(generation: 0, scheduled: 1_000) == .ignore)
         #expect(machine.generation == generation)
         #expect(machine.state == .running(repeating, generation: 1))
     }
@@ -248,8 +248,8 @@ private let transitions: [Transition] = [
         }
         let current = try #require(machine.generation)
         #expect(current != stale)
-        #expect(machine.fired(generation: stale) == .ignore)
-        #expect(machine.fired(generation: current) == .runHandler)
+        #expect(machine.fired(generation: stale, scheduled: 1_300) == .ignore)
+        #expect(machine.fired(generation: current, scheduled: 1_300) == .runHandler)
     }
 
     @Test(arguments: [
@@ -270,6 +270,35 @@ private let transitions: [Transition] = [
         )
         #expect(machine.resume(now: now) == .arm(expected, generation: 3))
         #expect(machine.state == .running(expected, generation: 3))
+    }
+
+    /// The race the stress run caught: a resume that read its clock before a tick was
+    /// delivered, then found the timer suspended after that tick, must not arm the
+    /// delivered deadline again.
+    @Test(arguments: [
+        (delivered: Int64(1_000), staleNow: Int64(990), deadline: Int64(1_100)),
+        (delivered: 1_000, staleNow: 1_000, deadline: 1_100),
+        (delivered: 1_200, staleNow: 1_150, deadline: 1_300),
+        (delivered: 1_200, staleNow: 1_250, deadline: 1_300),
+    ])
+    func resumeNeverRepeatsADeliveredDeadline(delivered: Int64, staleNow: Int64, deadline: Int64) throws {
+        var machine = TimerStateMachine()
+        _ = machine.schedule(repeating)
+        #expect(machine.fired(generation: 1, scheduled: delivered) == .runHandler)
+        _ = machine.suspend()
+        let expected = try #require(
+            TimerSchedule(deadlineNanoseconds: deadline, periodNanoseconds: 100, leewayNanoseconds: 10)
+        )
+        #expect(machine.resume(now: staleNow) == .arm(expected, generation: 3))
+    }
+
+    @Test func aNewScheduleForgetsTheDeliveredDeadline() throws {
+        var machine = TimerStateMachine()
+        _ = machine.schedule(repeating)
+        _ = machine.fired(generation: 1, scheduled: 1_500)
+        _ = machine.reschedule(repeating)
+        _ = machine.suspend()
+        #expect(machine.resume(now: 0) == .arm(repeating, generation: 4))
     }
 
     @Test func resumeOfOneShotWithPassedDeadlineKeepsIt() {
@@ -420,13 +449,15 @@ enum RandomEvent {
     case suspend
     case resume(now: Int64)
     case cancel
-    case fired(generation: UInt64)
+    case fired(generation: UInt64, scheduled: Int64)
 }
 
 /// The rules written a second time, as plainly as possible.
 struct ReferenceModel {
     var phase = Phase.idle
     var lastGeneration: UInt64 = 0
+    /// The latest deadline of the current schedule a repeating handler ran for.
+    var lastDelivered: Int64?
 
     var generation: UInt64? {
         switch self.phase {
@@ -440,14 +471,17 @@ struct ReferenceModel {
         case (.schedule(let schedule), .idle), (.schedule(let schedule), .cancelled):
             self.lastGeneration += 1
             self.phase = .running(repeating: schedule.isRepeating)
+            self.lastDelivered = nil
             return .arm(generation: self.lastGeneration)
         case (.reschedule(let schedule), .running):
             self.lastGeneration += 1
             self.phase = .running(repeating: schedule.isRepeating)
+            self.lastDelivered = nil
             return .arm(generation: self.lastGeneration)
         case (.reschedule(let schedule), .suspended):
             self.lastGeneration += 1
             self.phase = .suspended(repeating: schedule.isRepeating)
+            self.lastDelivered = nil
             return .keepSuspended
         case (.suspend, .running(let repeating)):
             self.lastGeneration += 1
@@ -463,8 +497,8 @@ struct ReferenceModel {
         case (.cancel, .suspended):
             self.phase = .cancelled
             return .acknowledge
-        case (.fired(let generation), .running(let repeating)) where generation == self.lastGeneration:
-            if !repeating { self.phase = .idle }
+        case (.fired(let generation, let scheduled), .running(let repeating)) where generation == self.lastGeneration:
+            if repeating { self.lastDelivered = scheduled } else { self.phase = .idle }
             return .runHandler
         case (.fired, _):
             return .ignore
@@ -482,7 +516,7 @@ extension TimerStateMachine {
         case .suspend: self.suspend().effect
         case .resume(let now): self.resume(now: now).effect
         case .cancel: self.cancel().effect
-        case .fired(let generation): self.fired(generation: generation).effect
+        case .fired(let generation, let scheduled): self.fired(generation: generation, scheduled: scheduled).effect
         }
     }
 }
@@ -505,7 +539,11 @@ extension SeededGenerator {
         case 3: .resume(now: Int64.random(in: 0...20_000, using: &self))
         case 4: .cancel
         // Mostly the current generation, sometimes a stale or a future one.
-        default: .fired(generation: lastGeneration &+ UInt64.random(in: 0...3, using: &self) &- 2)
+        default:
+            .fired(
+                generation: lastGeneration &+ UInt64.random(in: 0...3, using: &self) &- 2,
+                scheduled: Int64.random(in: 0...20_000, using: &self)
+            )
         }
     }
 }
@@ -518,6 +556,7 @@ extension SeededGenerator {
         var model = ReferenceModel()
         for step in 0..<10_000 {
             let event = rng.event(lastGeneration: model.lastGeneration)
+            let delivered = model.lastDelivered
             let effect = machine.apply(event)
             let outcome = model.apply(event)
             #expect(Outcome(effect) == outcome, "step \(step): \(event)")
@@ -529,6 +568,9 @@ extension SeededGenerator {
                     #expect(armed == schedule)
                 case .resume(let now):
                     #expect(armed.deadlineNanoseconds >= now || !armed.isRepeating)
+                    if armed.isRepeating, let delivered {
+                        #expect(armed.deadlineNanoseconds > delivered)
+                    }
                 case .suspend, .cancel, .fired:
                     Issue.record("step \(step): \(event) cannot arm")
                 }

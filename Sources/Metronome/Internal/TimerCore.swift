@@ -181,7 +181,7 @@ final class TimerCore: Sendable {
 
     private func fire(generation: UInt64, tick: Tick) {
         let handler = self.storage.withLockedValue { storage -> Handler? in
-            switch storage.machine.fired(generation: generation) {
+            switch storage.machine.fired(generation: generation, scheduled: tick.scheduled.nanoseconds) {
             case .runHandler:
                 storage.handlersRunning += 1
                 return storage.handler
