@@ -104,16 +104,15 @@ mtr_engine_spin_until_locked_(mtr_engine *engine, mtr_clock_id clock,
 	pthread_mutex_lock(&engine->lock);
 }
 
-/* Takes the top timer out of the set and computes its tick; a repeating
- * timer goes back in at its next deadline before its callback runs, so the
+/* Computes the tick of @entry, already out of the set; a repeating timer
+ * goes back in at its next deadline before its callback runs, so the
  * callback can cancel or re-arm it like any other thread. */
 static void
-mtr_engine_pop_locked_(mtr_engine *engine, struct mtr_clock_state *state,
-    int64_t now_ns, mtr_tick *tick)
+mtr_engine_commit_locked_(mtr_engine *engine, mtr_clock_id clock,
+    struct mtr_heap_entry entry, int64_t now_ns, mtr_tick *tick)
 {
-	const struct mtr_heap_entry *top = &state->set.entries[0];
-	uint32_t index = top->timer;
-	int64_t due_ns = top->due_ns;
+	uint32_t index = entry.timer;
+	int64_t due_ns = entry.due_ns;
 	struct mtr_timer *timer = &engine->timers[index];
 	int64_t missed = 0;
 
@@ -132,8 +131,7 @@ mtr_engine_pop_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 	tick->missed = (uint64_t)missed;
 	tick->sequence = timer->sequence + (uint64_t)missed;
 	tick->timer = ((uint64_t)timer->generation << 32) | index;
-	tick->clock = state->set.clock;
-	mtr_timerset_erase_locked_(&state->set, engine->timers, 0);
+	tick->clock = clock;
 
 	int64_t next_ns;
 	int64_t leeway_ns = due_ns - timer->deadline_ns;
@@ -141,9 +139,9 @@ mtr_engine_pop_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 	    timer->period_ns, &next_ns) && next_ns <= INT64_MAX - leeway_ns) {
 		timer->deadline_ns = next_ns;
 		timer->sequence = tick->sequence + 1;
-		/* Cannot fail: the erase above left room. */
-		(void)mtr_timer_schedule_locked_(engine, index,
-		    state->set.clock, next_ns + leeway_ns);
+		/* Cannot fail: the entry's removal left room. */
+		(void)mtr_timer_schedule_locked_(engine, index, clock,
+		    next_ns + leeway_ns);
 	}
 
 	engine->counters.fired++;
@@ -151,6 +149,59 @@ mtr_engine_pop_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 	/* Late is measured from the earliest deadline this firing covers. */
 	if (now_ns - due_ns > engine->config.late_threshold_ns)
 		engine->counters.late++;
+}
+
+/*
+ * Takes out the next timer to fire now, from the heap top or the batch,
+ * whichever comes first in key order. The batch's entries are all due, so
+ * one of them also goes first when the top's window has not opened yet.
+ * Returns false when nothing is due; the engine may have unlocked to spin.
+ */
+static bool
+mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
+    struct mtr_heap_entry *out, int64_t *now_ns)
+{
+	struct mtr_batch *batch = &engine->batch;
+	mtr_clock_id clock = state->set.clock;
+
+	while (!engine->stopping) {
+		const struct mtr_heap_entry *top =
+		    mtr_timerset_top_locked_(&state->set);
+		const struct mtr_heap_entry *queued =
+		    mtr_batch_next_locked_(batch, engine->timers);
+		*now_ns = mtr_clock_read_(clock);
+
+		if (top != NULL && (queued == NULL ||
+		    mtr_entry_before_(top, queued))) {
+			int64_t deadline_ns =
+			    engine->timers[top->timer].deadline_ns;
+			if (deadline_ns <= *now_ns) {
+				if (queued == NULL && mtr_batch_take_locked_(
+				    batch, &state->set, engine->timers, *now_ns))
+					continue;
+				*out = *top;
+				mtr_timerset_erase_locked_(&state->set,
+				    engine->timers, 0);
+				return true;
+			}
+			if (queued == NULL) {
+				if (deadline_ns - *now_ns > engine->config.spin_ns)
+					return false;
+				mtr_engine_spin_until_locked_(engine, clock,
+				    deadline_ns);
+				continue; /* the set may have changed meanwhile */
+			}
+		}
+		if (queued == NULL)
+			return false;
+		*out = *queued;
+		engine->timers[queued->timer].heap_slot = MTR_NOT_ARMED;
+		batch->next++;
+		batch->live--;
+		engine->counters.batched++;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -164,29 +215,17 @@ mtr_engine_fire_due_locked_(mtr_engine *engine, struct mtr_clock_state *state)
 {
 	mtr_clock_id clock = state->set.clock;
 	uint64_t fired_this_wakeup = 0;
+	struct mtr_heap_entry entry;
+	int64_t now_ns;
 
 	state->firing = true;
 	state->armed_ns = INT64_MAX; /* it has expired */
-	while (!engine->stopping) {
-		const struct mtr_heap_entry *top =
-		    mtr_timerset_top_locked_(&state->set);
-		if (top == NULL)
-			break;
-		int64_t deadline_ns = engine->timers[top->timer].deadline_ns;
-		int64_t now_ns = mtr_clock_read_(clock);
-		if (deadline_ns > now_ns) {
-			if (deadline_ns - now_ns > engine->config.spin_ns)
-				break;
-			mtr_engine_spin_until_locked_(engine, clock,
-			    deadline_ns);
-			continue; /* the set may have changed meanwhile */
-		}
-
+	while (mtr_engine_next_locked_(engine, state, &entry, &now_ns)) {
 		mtr_tick tick;
-		mtr_engine_pop_locked_(engine, state, now_ns, &tick);
+		mtr_engine_commit_locked_(engine, clock, entry, now_ns, &tick);
 		if (fired_this_wakeup++ > 0)
 			engine->counters.coalesced++;
-		void *context = engine->timers[(uint32_t)tick.timer].context;
+		void *context = engine->timers[entry.timer].context;
 		engine->running = tick.timer;
 
 		pthread_mutex_unlock(&engine->lock);
@@ -257,6 +296,7 @@ mtr_engine_drop_timers_(mtr_engine *engine)
 		pthread_mutex_lock(&engine->lock);
 		for (int c = 0; c < MTR_CLOCK_COUNT; c++)
 			engine->clocks[c].set.count = 0;
+		mtr_batch_free_(&engine->batch);
 		while (engine->timer_high_water > 0 && !found) {
 			struct mtr_timer *timer =
 			    &engine->timers[--engine->timer_high_water];
@@ -531,6 +571,7 @@ mtr_engine_get_counters(mtr_engine *engine, mtr_counters *out_counters)
 	out_counters->armed = 0;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
 		out_counters->armed += engine->clocks[c].set.count;
+	out_counters->armed += engine->batch.live;
 	pthread_mutex_unlock(&engine->lock);
 	return 0;
 }

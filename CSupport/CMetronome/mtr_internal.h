@@ -20,9 +20,13 @@ struct event_base;
 /* heap_slot keeps the clock in its top two bits and the heap index below. */
 #define MTR_SLOT_INDEX_BITS 30
 #define MTR_MAX_TIMERS (UINT32_C(1) << MTR_SLOT_INDEX_BITS)
+/* heap_slot of a timer taken into the engine's batch (clock bits 3, which
+ * no clock uses): cancelling it sets MTR_NOT_ARMED, and the batch then
+ * skips its entry. */
+#define MTR_IN_BATCH (UINT32_C(3) << MTR_SLOT_INDEX_BITS)
 
 /*
- * One timer: 48 bytes. The latest acceptable firing time lives in the heap
+ * One timer: 40 bytes. The latest acceptable firing time lives in the heap
  * entry, so leeway costs nothing here (leeway = due - deadline). A free slot
  * reuses heap_slot as the free-list link; generation is odd while the slot is
  * allocated and even while free, so a stale id never matches.
@@ -36,11 +40,43 @@ struct mtr_timer {
 	uint32_t generation;
 };
 
+/* Fetches a timer for writing ahead of use: both of its cache lines, since
+ * a 40-byte slot often straddles two. */
+static inline void
+mtr_timer_prefetch_(const struct mtr_timer *timer)
+{
+	__builtin_prefetch(timer, 1);
+	__builtin_prefetch((const char *)(timer + 1) - 1, 1);
+}
+
 /* A heap entry carries its key, so sifting touches only the heap array. */
 struct mtr_heap_entry {
 	int64_t due_ns;  /* deadline + leeway: the latest acceptable firing */
 	uint32_t timer;  /* slot index */
 	uint32_t order;  /* arm order: equal keys fire first-armed first */
+};
+
+/* Whether @a fires before @b: by key, then by arm order. */
+static inline bool
+mtr_entry_before_(const struct mtr_heap_entry *a, const struct mtr_heap_entry *b)
+{
+	if (a->due_ns != b->due_ns)
+		return a->due_ns < b->due_ns;
+	/* Wrapping comparison: arm order stays right across 2^31 arms. */
+	return (int32_t)(a->order - b->order) < 0;
+}
+
+/*
+ * Due entries taken out of one clock's heap in a single pass and sorted
+ * (mtr_batch.c): the firing loop drains it in order, merged with the heap.
+ */
+struct mtr_batch {
+	struct mtr_heap_entry *entries; /* sorted, within block */
+	struct mtr_heap_entry *block;   /* the allocation */
+	uint32_t next;  /* the first entry not yet fired or skipped */
+	uint32_t count;
+	uint32_t live;  /* entries whose timer is still MTR_IN_BATCH */
+	uint32_t pops_before_check; /* single pops left before counting again */
 };
 
 struct mtr_timerset {
@@ -70,6 +106,7 @@ struct mtr_engine {
 	uint32_t next_order;
 
 	struct mtr_clock_state clocks[MTR_CLOCK_COUNT];
+	struct mtr_batch batch; /* of the clock being fired; one at a time */
 	struct event_base *base;
 	pthread_t thread;
 
@@ -100,6 +137,17 @@ void mtr_timerset_erase_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index);
 const struct mtr_heap_entry *mtr_timerset_top_locked_(
     const struct mtr_timerset *set);
+uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
+    int64_t now_ns, uint32_t limit);
+uint32_t mtr_timerset_take_due_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, int64_t now_ns, struct mtr_heap_entry *out);
+
+/* mtr_batch.c: called by the firing thread with the engine lock held. */
+bool mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
+    struct mtr_timer *timers, int64_t now_ns);
+const struct mtr_heap_entry *mtr_batch_next_locked_(struct mtr_batch *batch,
+    const struct mtr_timer *timers);
+void mtr_batch_free_(struct mtr_batch *batch);
 
 static inline uint32_t
 mtr_slot_make_(mtr_clock_id clock, uint32_t heap_index)

@@ -88,6 +88,12 @@ mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer)
 {
 	if (timer->heap_slot == MTR_NOT_ARMED)
 		return;
+	if (timer->heap_slot == MTR_IN_BATCH) {
+		/* The batch skips an entry whose timer left it. */
+		timer->heap_slot = MTR_NOT_ARMED;
+		engine->batch.live--;
+		return;
+	}
 	/* The timerfd is left as it is: an early wake-up finds nothing due
 	 * and re-arms, which is cheaper than a syscall on every cancel. */
 	mtr_clock_id clock = mtr_slot_clock_(timer->heap_slot);

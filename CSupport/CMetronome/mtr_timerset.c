@@ -8,9 +8,17 @@
  * armed, an add lands near the leaves (random keys sift up O(1) on average)
  * and a cancel of a random timer moves the last leaf into its place, so
  * add+cancel pairs run at several million a second on one thread. Four
- * children per node halve the depth of a binary heap and keep each node's
- * children in one 64-byte cache line (16-byte entries). The key sits in the
- * entry itself so sifting never touches the timers.
+ * children per node halve the depth of a binary heap, and the array starts
+ * MTR_HEAP_PAD entries into a 64-byte aligned block so that each node's four
+ * 16-byte children fill exactly one cache line: a sift-down level costs one
+ * miss, not two. The key sits in the entry itself so sifting never touches
+ * the timers.
+ *
+ * Draining a big burst one pop at a time is bound by those misses (a pop
+ * from a million-entry heap walks ten levels of a 16 MB array), so when
+ * a large part of the heap is due, mtr_timerset_take_due_locked_ takes all
+ * of it in one linear pass and rebuilds the rest in O(n); mtr_batch.c sorts
+ * what was taken and the firing loop drains it sequentially.
  *
  * Each timer stores its heap index (heap_slot), making cancel O(log n), as
  * libevent's min_heap_erase_ does with min_heap_idx.
@@ -27,17 +35,15 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MTR_ARITY 4
-
-static inline bool
-mtr_heap_before_(const struct mtr_heap_entry *a, const struct mtr_heap_entry *b)
-{
-	if (a->due_ns != b->due_ns)
-		return a->due_ns < b->due_ns;
-	/* Wrapping comparison: arm order stays right across 2^31 arms. */
-	return (int32_t)(a->order - b->order) < 0;
-}
+/* Logical index 0 sits at offset 3 of the aligned block, so the children
+ * of i (4i+1 .. 4i+4) sit at offsets 4(i+1) .. 4(i+1)+3: one cache line. */
+#define MTR_HEAP_PAD 3
+#define MTR_CACHE_LINE 64
+/* Heap entries read ahead of the take pass's timer writes. */
+#define MTR_TAKE_PREFETCH 16
 
 static inline void
 mtr_heap_place_(struct mtr_timerset *set, struct mtr_timer *timers,
@@ -53,7 +59,7 @@ mtr_heap_sift_up_(struct mtr_timerset *set, struct mtr_timer *timers,
 {
 	while (index > 0) {
 		uint32_t parent = (index - 1) / MTR_ARITY;
-		if (!mtr_heap_before_(&entry, &set->entries[parent]))
+		if (!mtr_entry_before_(&entry, &set->entries[parent]))
 			break;
 		mtr_heap_place_(set, timers, index, set->entries[parent]);
 		index = parent;
@@ -71,13 +77,18 @@ mtr_heap_sift_down_(struct mtr_timerset *set, struct mtr_timer *timers,
 			break;
 		uint32_t last = first + MTR_ARITY <= set->count
 		    ? (uint32_t)first + MTR_ARITY : set->count;
+		/* The next level's four lines load while this one compares. */
+		uint64_t grandchild = first * MTR_ARITY + 1;
+		for (uint64_t g = grandchild; g < grandchild + MTR_ARITY * MTR_ARITY &&
+		    g < set->count; g += MTR_ARITY)
+			__builtin_prefetch(&set->entries[g]);
 		uint32_t best = (uint32_t)first;
 		for (uint32_t child = best + 1; child < last; child++) {
-			if (mtr_heap_before_(&set->entries[child],
+			if (mtr_entry_before_(&set->entries[child],
 			    &set->entries[best]))
 				best = child;
 		}
-		if (!mtr_heap_before_(&set->entries[best], &entry))
+		if (!mtr_entry_before_(&set->entries[best], &entry))
 			break;
 		mtr_heap_place_(set, timers, index, set->entries[best]);
 		index = best;
@@ -97,8 +108,31 @@ mtr_timerset_init_(struct mtr_timerset *set, mtr_clock_id clock)
 void
 mtr_timerset_free_(struct mtr_timerset *set)
 {
-	free(set->entries);
+	free(set->entries != NULL ? set->entries - MTR_HEAP_PAD : NULL);
 	mtr_timerset_init_(set, set->clock);
+}
+
+static int
+mtr_timerset_grow_locked_(struct mtr_timerset *set)
+{
+	uint32_t capacity = set->capacity ? set->capacity * 2 : 64;
+	if (capacity > MTR_MAX_TIMERS)
+		capacity = MTR_MAX_TIMERS;
+	if (capacity == set->count)
+		return ENOMEM;
+	/* aligned_alloc wants a multiple of the alignment: 64 entries are. */
+	size_t bytes = ((size_t)capacity + MTR_ARITY) * sizeof(*set->entries);
+	struct mtr_heap_entry *block = aligned_alloc(MTR_CACHE_LINE, bytes);
+	if (block == NULL)
+		return ENOMEM;
+	if (set->entries != NULL) {
+		memcpy(block + MTR_HEAP_PAD, set->entries,
+		    (size_t)set->count * sizeof(*set->entries));
+		free(set->entries - MTR_HEAP_PAD);
+	}
+	set->entries = block + MTR_HEAP_PAD;
+	set->capacity = capacity;
+	return 0;
 }
 
 int
@@ -106,17 +140,9 @@ mtr_timerset_push_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
     uint32_t timer, int64_t due_ns, uint32_t order)
 {
 	if (set->count == set->capacity) {
-		uint32_t capacity = set->capacity ? set->capacity * 2 : 64;
-		if (capacity > MTR_MAX_TIMERS)
-			capacity = MTR_MAX_TIMERS;
-		if (capacity == set->count)
-			return ENOMEM;
-		struct mtr_heap_entry *entries = realloc(set->entries,
-		    (size_t)capacity * sizeof(*entries));
-		if (entries == NULL)
-			return ENOMEM;
-		set->entries = entries;
-		set->capacity = capacity;
+		int rc = mtr_timerset_grow_locked_(set);
+		if (rc != 0)
+			return rc;
 	}
 	struct mtr_heap_entry entry = { due_ns, timer, order };
 	mtr_heap_sift_up_(set, timers, set->count++, entry);
@@ -136,7 +162,7 @@ mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
 	 * (it came from another subtree) or below it, never both, so one of
 	 * the two sifts is a no-op.
 	 */
-	if (index > 0 && mtr_heap_before_(&last,
+	if (index > 0 && mtr_entry_before_(&last,
 	    &set->entries[(index - 1) / MTR_ARITY]))
 		mtr_heap_sift_up_(set, timers, index, last);
 	else
@@ -147,4 +173,57 @@ const struct mtr_heap_entry *
 mtr_timerset_top_locked_(const struct mtr_timerset *set)
 {
 	return set->count ? &set->entries[0] : NULL;
+}
+
+uint32_t
+mtr_timerset_count_due_locked_(const struct mtr_timerset *set, int64_t now_ns,
+    uint32_t limit)
+{
+	/* Depth-first through the due subtree, which holds the root; each
+	 * visit pushes at most four children, so 3 * depth + 4 slots do. */
+	uint32_t stack[3 * 16 + MTR_ARITY];
+	uint32_t depth = 0, found = 0;
+
+	if (set->count == 0 || set->entries[0].due_ns > now_ns)
+		return 0;
+	stack[depth++] = 0;
+	while (depth > 0 && found < limit) {
+		uint64_t first = (uint64_t)stack[--depth] * MTR_ARITY + 1;
+		found++;
+		for (uint64_t child = first;
+		    child < first + MTR_ARITY && child < set->count; child++) {
+			if (set->entries[child].due_ns <= now_ns)
+				stack[depth++] = (uint32_t)child;
+		}
+	}
+	return found;
+}
+
+uint32_t
+mtr_timerset_take_due_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, int64_t now_ns, struct mtr_heap_entry *out)
+{
+	uint32_t kept = 0, taken = 0;
+
+	for (uint32_t i = 0; i < set->count; i++) {
+		struct mtr_heap_entry entry = set->entries[i];
+		/* The timers are written in heap order, at random: fetch ahead. */
+		if (i + MTR_TAKE_PREFETCH < set->count)
+			mtr_timer_prefetch_(&timers[
+			    set->entries[i + MTR_TAKE_PREFETCH].timer]);
+		if (entry.due_ns <= now_ns) {
+			out[taken++] = entry;
+			timers[entry.timer].heap_slot = MTR_IN_BATCH;
+		} else {
+			mtr_heap_place_(set, timers, kept++, entry);
+		}
+	}
+	set->count = kept;
+	/* Floyd's heap construction: sift every parent down, last first. */
+	for (uint32_t parent = kept / MTR_ARITY + 1; parent-- > 0;) {
+		if (parent < kept)
+			mtr_heap_sift_down_(set, timers, parent,
+			    set->entries[parent]);
+	}
+	return taken;
 }

@@ -51,13 +51,13 @@ public final class SafeDispatchTimer: Sendable {
         /// Any other backend, such as `MetronomeTesting.ManualTimeline` in tests.
         case custom(any TimerBackend)
 
-        var resolved: any TimerBackend {
+        var resolved: TimerCore.Firing {
             switch self {
-            case .engine(let engine): EngineBackend(engine: engine)
+            case .engine(let engine): .engine(engine)
             // One private serial queue per timer: handlers of one timer never overlap, even
-        // across a reschedule that replaces its source.
-        case .dispatch: DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer"))
-            case .custom(let backend): backend
+            // across a reschedule that replaces its source.
+            case .dispatch: .backend(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
+            case .custom(let backend): .backend(backend)
             }
         }
     }
@@ -73,7 +73,7 @@ public final class SafeDispatchTimer: Sendable {
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
-        self.core = TimerCore(queue: queue, backend: backend.resolved, clock: clock)
+        self.core = TimerCore(queue: queue, firing: backend.resolved, clock: clock)
     }
 
     deinit {

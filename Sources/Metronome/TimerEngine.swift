@@ -61,6 +61,9 @@ public final class TimerEngine: Sendable {
         public var coalesced: UInt64
         /// Wall-clock steps noticed.
         public var clockSteps: UInt64
+        /// Firings drained from a sorted batch: a burst that made a large share of the
+        /// armed timers due at once.
+        public var batched: UInt64
     }
 
     /// How the requested thread settings turned out.
@@ -143,7 +146,8 @@ public final class TimerEngine: Sendable {
             missedPeriods: raw.missed_periods,
             armed: raw.armed,
             coalesced: raw.coalesced,
-            clockSteps: raw.clock_steps
+            clockSteps: raw.clock_steps,
+            batched: raw.batched
         )
     }
 
@@ -169,15 +173,23 @@ public final class TimerEngine: Sendable {
         if let raw = self.raw { _ = mtr_engine_clock_changed(raw, clock.coreClock) }
     }
 
-    /// Arms one C timer for `schedule`, or returns `nil` once the engine has stopped.
-    func arm(_ schedule: TimerSchedule, clock: TimerClock, delivery: EngineDelivery) -> EngineArmedTimer? {
+    /// A new, unarmed C timer whose firings go to `core` (retained until the engine
+    /// releases the timer), or `nil` once the engine has stopped.
+    func makeTimer(firing core: TimerCore) -> EngineTimer? {
         guard let raw = self.raw else { return nil }
-        let context = Unmanaged.passRetained(delivery)
+        let context = Unmanaged.passRetained(core)
         var id: mtr_timer_id = 0
         guard mtr_timer_create(raw, context.toOpaque(), &id) == 0 else {
             context.release()
             return nil
         }
+        return EngineTimer(engine: self, id: id)
+    }
+
+    /// Arms a timer from ``makeTimer(firing:)``; `false` once the engine has stopped or
+    /// the timer was destroyed.
+    func start(_ id: UInt64, _ schedule: TimerSchedule, clock: TimerClock) -> Bool {
+        guard let raw = self.raw else { return false }
         let code =
             if let period = schedule.periodNanoseconds {
                 mtr_timer_arm_repeating(
@@ -185,11 +197,7 @@ public final class TimerEngine: Sendable {
             } else {
                 mtr_timer_arm_once(raw, id, clock.coreClock, schedule.deadlineNanoseconds, schedule.leewayNanoseconds)
             }
-        guard code == 0 else {
-            _ = mtr_timer_destroy(raw, id)  // releases the context
-            return nil
-        }
-        return EngineArmedTimer(engine: self, id: id)
+        return code == 0
     }
 
     /// Retires a C timer; its context is released once no callback of it runs.
@@ -198,10 +206,22 @@ public final class TimerEngine: Sendable {
     }
 }
 
-private let engineFire: mtr_fire_fn = { context, tick in
-    Unmanaged<EngineDelivery>.fromOpaque(context!).takeUnretainedValue().deliver(tick.pointee)
+// A C timer's context is the TimerCore it fires (see TimerCore.Firing), alive until
+// the release callback: no retain and release per firing.
+private let engineFire: mtr_fire_fn = { context, raw in
+    let tick = raw.pointee
+    Unmanaged<TimerCore>.fromOpaque(context!)._withUnsafeGuaranteedRef {
+        $0.fire(
+            engineTimer: tick.timer,
+            tick: Tick(
+                scheduled: TimerInstant(nanoseconds: tick.scheduled_ns),
+                fired: TimerInstant(nanoseconds: tick.fired_ns),
+                missed: Int(clamping: tick.missed),
+                sequence: tick.sequence
+            ))
+    }
 }
 
 private let engineRelease: mtr_release_fn = { context in
-    Unmanaged<EngineDelivery>.fromOpaque(context!).release()
+    Unmanaged<TimerCore>.fromOpaque(context!).release()
 }

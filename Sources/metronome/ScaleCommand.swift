@@ -20,7 +20,7 @@ struct ScaleCommand: ParsableCommand {
     var operations: Int = 2_000_000
 
     @Option(name: .customLong("fire-window"), help: "The fire phase's deadlines are spread over this many ms.")
-    var fireWindow: Double = 0
+    var fireWindow: Double = 10
 
     @Option(help: "Seed of the random deadlines.")
     var seed: UInt64 = 1

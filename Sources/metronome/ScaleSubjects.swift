@@ -60,13 +60,13 @@ enum ScaleProbe {
         _ name: String, timers: Int, addCancel: Double, allCores: Double?, reschedule: Double?,
         bytes: Double, log: FireLog, firstDeadline: Int64
     ) -> ScaleResult {
-        let summary = log.latency.summary
+        let summary = log.summary(firstDeadlineNanoseconds: firstDeadline)
         return ScaleResult(
             backend: name, timers: timers, addCancelPerSecond: addCancel, addCancelPerSecondAllCores: allCores,
-            reschedulePerSecond: reschedule, bytesPerTimer: bytes, fired: summary.samples,
-            firesPerSecond: log.firesPerSecond(firstDeadlineNanoseconds: firstDeadline), outOfOrder: log.outOfOrder,
-            early: summary.early, p50LatenessMicroseconds: summary.p50Microseconds,
-            p99LatenessMicroseconds: summary.p99Microseconds
+            reschedulePerSecond: reschedule, bytesPerTimer: bytes, fired: summary.latency.samples,
+            firesPerSecond: summary.firesPerSecond, outOfOrder: summary.outOfOrder,
+            early: summary.latency.early, p50LatenessMicroseconds: summary.latency.p50Microseconds,
+            p99LatenessMicroseconds: summary.latency.p99Microseconds
         )
     }
 }
@@ -78,9 +78,12 @@ struct CoreScaleSubject: ScaleSubject {
     func run(_ config: ScaleConfiguration) throws -> ScaleResult {
         var engineConfig = mtr_engine_config()
         mtr_engine_config_init(&engineConfig)
+        // Inline on the firing thread; `fired_ns` is the engine's own reading at commit.
         engineConfig.on_fire = { context, tick in
-            Unmanaged<FireLog>.fromOpaque(context!).takeUnretainedValue()
-                .record(scheduledNanoseconds: tick.pointee.scheduled_ns, firedNanoseconds: MonotonicTime.now())
+            // Guaranteed alive by the run: no retain and release per firing.
+            Unmanaged<FireLog>.fromOpaque(context!)._withUnsafeGuaranteedRef {
+                $0.record(scheduledNanoseconds: tick.pointee.scheduled_ns, firedNanoseconds: tick.pointee.fired_ns)
+            }
         }
         var created: OpaquePointer?
         let code = mtr_engine_create(&engineConfig, &created)
@@ -128,7 +131,7 @@ struct CoreScaleSubject: ScaleSubject {
             let deadline = first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0)
             _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, deadline, 0)
         }
-        _ = log.latency.waitUntilComplete(timeout: .seconds(60))
+        log.waitUntilComplete(timeoutSeconds: 60)
         return ScaleProbe.result(
             self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule,
             bytes: bytes, log: log, firstDeadline: first)
@@ -147,7 +150,7 @@ struct SwiftScaleSubject: ScaleSubject {
         let base = MonotonicTime.now()
         let n = config.timers, ops = config.operations
         let record: @Sendable (Tick) -> Void = { tick in
-            log.record(scheduledNanoseconds: tick.scheduled.nanoseconds, firedNanoseconds: MonotonicTime.now())
+            log.record(scheduledNanoseconds: tick.scheduled.nanoseconds, firedNanoseconds: tick.fired.nanoseconds)
         }
 
         let before = ScaleProbe.residentBytes()
@@ -184,7 +187,7 @@ struct SwiftScaleSubject: ScaleSubject {
             timer.schedule(at: TimerInstant(nanoseconds: deadline), handler: record)
         }
         // Dropping a SafeDispatchTimer cancels it: keep them until they have fired.
-        withExtendedLifetime(timers) { _ = log.latency.waitUntilComplete(timeout: .seconds(60)) }
+        withExtendedLifetime(timers) { _ = log.waitUntilComplete(timeoutSeconds: 60) }
         return ScaleProbe.result(
             self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule,
             bytes: bytes, log: log, firstDeadline: first)
@@ -204,6 +207,7 @@ struct DispatchScaleSubject: ScaleSubject {
         func source(deadline: Int64) -> any DispatchSourceTimer {
             let source = DispatchSource.makeTimerSource(queue: queue)
             source.schedule(deadline: DispatchTime(uptimeNanoseconds: UInt64(deadline)), leeway: .nanoseconds(0))
+            // GCD reports no firing time: the handler reads the clock, after the queue hop.
             source.setEventHandler {
                 log.record(scheduledNanoseconds: deadline, firedNanoseconds: MonotonicTime.now())
             }
@@ -228,7 +232,7 @@ struct DispatchScaleSubject: ScaleSubject {
         sources = (0..<n).map { _ in
             source(deadline: first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0))
         }
-        _ = log.latency.waitUntilComplete(timeout: .seconds(120))
+        log.waitUntilComplete(timeoutSeconds: 120)
         sources.forEach { $0.cancel() }
         return ScaleProbe.result(
             self.name, timers: n, addCancel: addCancel, allCores: nil, reschedule: reschedule,

@@ -90,6 +90,7 @@ typedef struct mtr_counters {
 	uint64_t coalesced;      /* firings that shared a wake-up */
 	uint64_t clock_steps;    /* wall-clock steps noticed */
 	uint64_t timers;         /* timers created and not yet destroyed */
+	uint64_t batched;        /* firings drained from a sorted burst batch */
 } mtr_counters;
 
 /* How the firing thread's requested settings turned out. Each *_error is 0

@@ -32,12 +32,12 @@ enum DispatchConversions {
     }
 
     /// A `DispatchTime` (always `CLOCK_MONOTONIC`) as nanoseconds on `clock`, read through
-    /// `backend` so that virtual time converts like real time. `.distantFuture` stays
-    /// as far away as a deadline can be.
-    static func deadline(_ deadline: DispatchTime, on clock: TimerClock, backend: any TimerBackend) -> Int64 {
+    /// `now` (the backend's clocks) so that virtual time converts like real time.
+    /// `.distantFuture` stays as far away as a deadline can be.
+    static func deadline(_ deadline: DispatchTime, on clock: TimerClock, now: (TimerClock) -> Int64) -> Int64 {
         let monotonic = Int64(clamping: deadline.uptimeNanoseconds)
         guard clock != .monotonic, monotonic != .max else { return monotonic }
-        let offset = monotonic.addingSaturating(-backend.now(.monotonic))
-        return max(0, backend.now(clock).addingSaturating(offset))
+        let offset = monotonic.addingSaturating(-now(.monotonic))
+        return max(0, now(clock).addingSaturating(offset))
     }
 }

@@ -4,9 +4,19 @@
 ///
 /// Backends, handlers and C calls never run with the lock held: a handler may call back
 /// into its timer, and `cancelAndWait` waits for handlers that take the same lock.
-/// Firings capture the core weakly, so a dropped ``SafeDispatchTimer`` is cancelled by its
-/// deinit rather than kept alive by its own schedule.
+/// Nothing an arming hands out keeps the ``SafeDispatchTimer`` alive, so a dropped timer is
+/// cancelled by its deinit rather than kept alive by its own schedule.
 final class TimerCore: Sendable {
+    /// What fires the timer.
+    enum Firing: Sendable {
+        /// The engine's C timers carry this core as their context and are told apart by
+        /// their ids: an arming allocates nothing, and a firing reaches the core through
+        /// one pointer (the cost at a million timers is cache misses, one per object).
+        case engine(TimerEngine)
+        /// Any other backend, through a closure per arming.
+        case backend(any TimerBackend)
+    }
+
     /// The user's handler, wrapped so that passing it out of the lock's generic closure
     /// does not re-abstract (and allocate) it on every firing.
     private struct Handler {
@@ -18,22 +28,29 @@ final class TimerCore: Sendable {
         var handler: Handler?
         /// The firings of the current generation, once armed.
         var armed: (any ArmedTimer)?
+        /// The engine timer of the current generation, once created: its firings name it.
+        var engineTimer: (id: UInt64, generation: UInt64)?
         var handlersRunning = 0
+        /// Callers of `cancelAndWait` waiting for handlers: a firing broadcasts only then.
+        var waiters = 0
 
         mutating func takeArmed() -> (any ArmedTimer)? {
-            defer { self.armed = nil }
+            defer {
+                self.armed = nil
+                self.engineTimer = nil
+            }
             return self.armed
         }
     }
 
     private let storage = LockedBox(Storage())
     private let queue: DispatchQueue?
-    private let backend: any TimerBackend
+    private let firing: Firing
     private let clock: TimerClock
 
-    init(queue: DispatchQueue?, backend: any TimerBackend, clock: TimerClock) {
+    init(queue: DispatchQueue?, firing: Firing, clock: TimerClock) {
         self.queue = queue
-        self.backend = backend
+        self.firing = firing
         self.clock = clock
     }
 
@@ -49,7 +66,14 @@ final class TimerCore: Sendable {
     }
 
     func now() -> Int64 {
-        self.backend.now(self.clock)
+        self.now(self.clock)
+    }
+
+    private func now(_ clock: TimerClock) -> Int64 {
+        switch self.firing {
+        case .engine: clock.now().nanoseconds
+        case .backend(let backend): backend.now(clock)
+        }
     }
 
     func schedule(deadline: DispatchTime, repeating: DispatchTimeInterval, leeway: DispatchTimeInterval)
@@ -71,7 +95,7 @@ final class TimerCore: Sendable {
             }
         // `.distantFuture` means "never": keep the window representable.
         let start = min(
-            DispatchConversions.deadline(deadline, on: self.clock, backend: self.backend),
+            DispatchConversions.deadline(deadline, on: self.clock, now: self.now),
             .max - min(leeway, periodNanoseconds ?? leeway)
         )
         return TimerSchedule(deadlineNanoseconds: start, periodNanoseconds: periodNanoseconds, leewayNanoseconds: leeway)
@@ -150,7 +174,9 @@ final class TimerCore: Sendable {
     func cancelAndWait() {
         _ = self.cancel()
         guard !CurrentHandler.isRunning(for: self) else { return }
+        self.storage.withLockedValue { $0.waiters += 1 }
         self.storage.wait { $0.handlersRunning == 0 }
+        self.storage.withLockedValue { $0.waiters -= 1 }
     }
 
     /// The owner is gone: stop firing, whatever the state.
@@ -161,27 +187,69 @@ final class TimerCore: Sendable {
     /// Arms the backend for a schedule the machine accepted. If another transition
     /// overtook this one meanwhile, the new firings are stale and are disarmed at once.
     private func arm(_ schedule: TimerSchedule, generation: UInt64) -> Bool {
-        let armed = self.backend.arm(schedule, clock: self.clock, queue: self.queue) { [weak self] tick in
-            self?.fire(generation: generation, tick: tick)
+        switch self.firing {
+        case .engine(let engine):
+            return self.arm(schedule, generation: generation, on: engine)
+        case .backend(let backend):
+            let armed = backend.arm(schedule, clock: self.clock, queue: self.queue) { [weak self] tick in
+                self?.fire(tick) { _ in generation }
+            }
+            return self.install(armed, generation: generation)
         }
+    }
+
+    /// Stores `armed` as the current generation's firings; `nil` means the backend
+    /// refused (an engine that was shut down), which stops the timer.
+    private func install(_ armed: (any ArmedTimer)?, generation: UInt64, engineTimer: UInt64? = nil) -> Bool {
         let (accepted, stale) = self.storage.withLockedValue { storage -> (Bool, (any ArmedTimer)?) in
             guard let armed else {
-                // The backend refused (an engine that was shut down): the timer is stopped.
                 if storage.machine.generation == generation { _ = storage.machine.cancel() }
                 return (false, nil)
             }
             guard storage.machine.generation == generation else { return (true, armed) }
             let previous = storage.takeArmed()
             storage.armed = armed
+            storage.engineTimer = engineTimer.map { ($0, generation) }
             return (true, previous)
         }
         stale?.disarm()
         return accepted
     }
 
-    private func fire(generation: UInt64, tick: Tick) {
+    /// The engine path: the C timer is created, recorded as this generation's, and only
+    /// then armed, so that its first firing always finds its id.
+    private func arm(_ schedule: TimerSchedule, generation: UInt64, on engine: TimerEngine) -> Bool {
+        let timer = engine.makeTimer(firing: self)
+        guard self.install(timer, generation: generation, engineTimer: timer?.id), let timer else { return false }
+        guard !timer.start(schedule, clock: self.clock) else { return true }
+        // Refused: the engine stopped between the two calls, and the timer stops too,
+        // unless another transition already replaced this arming.
+        let refused = self.storage.withLockedValue { storage -> Bool in
+            guard storage.engineTimer?.id == timer.id else { return false }
+            _ = storage.takeArmed()
+            _ = storage.machine.cancel()
+            return true
+        }
+        timer.disarm()
+        return !refused
+    }
+
+    /// A firing of one of this core's engine timers, on the firing thread.
+    func fire(engineTimer id: UInt64, tick: Tick) {
+        guard let queue = self.queue else { return self.fire(tick, engineTimer: id) }
+        queue.async { self.fire(tick, engineTimer: id) }
+    }
+
+    private func fire(_ tick: Tick, engineTimer id: UInt64) {
+        self.fire(tick) { $0.engineTimer?.id == id ? $0.engineTimer?.generation : nil }
+    }
+
+    /// Runs the handler if the firing belongs to the current arming: `generation` names
+    /// it, under the lock, or says it is stale.
+    private func fire(_ tick: Tick, generation: (Storage) -> UInt64?) {
         let handler = self.storage.withLockedValue { storage -> Handler? in
-            switch storage.machine.fired(generation: generation, scheduled: tick.scheduled.nanoseconds) {
+            guard let current = generation(storage) else { return nil }
+            switch storage.machine.fired(generation: current, scheduled: tick.scheduled.nanoseconds) {
             case .runHandler:
                 storage.handlersRunning += 1
                 return storage.handler
@@ -191,10 +259,10 @@ final class TimerCore: Sendable {
         }
         guard let handler else { return }
         CurrentHandler.run(for: self) { handler.run(tick) }
-        let idle = self.storage.withLockedValue { storage in
+        let wake = self.storage.withLockedValue { storage in
             storage.handlersRunning -= 1
-            return storage.handlersRunning == 0
+            return storage.handlersRunning == 0 && storage.waiters > 0
         }
-        if idle { self.storage.broadcast() }
+        if wake { self.storage.broadcast() }
     }
 }

@@ -1,0 +1,172 @@
+// The burst batch: when a large share of the armed timers is due at once, the firing
+// thread takes them out of the heap in one pass, sorts them and drains them in order
+// (mtr_batch.c). A gate timer holds the firing thread until the whole burst is due, so
+// these tests go through the batch for certain, and check that it does.
+import CMetronome
+import Glibc
+import Testing
+
+extension CoreContractTests {
+    @Suite(.serialized, .tags(.realTime))
+    struct Batch {
+        static let burst = 20_000
+
+        /// Arms `count` one-shots at random deadlines in `[base, base + 2 ms)` and a gate
+        /// at `base - 1 ms` that spins until the last of them is due. Returns the deadlines.
+        static func armBurst(
+            _ probes: [Probe], engine: Engine, generator: inout SeededGenerator
+        ) throws -> (base: Int64, deadlines: [Int64]) {
+            let lead = Bounds.sanitized ? 1_500 * Time.ms : 300 * Time.ms
+            let base = Time.monotonic() + lead
+            let window = 2 * Time.ms
+            let gate = try engine.makeTimer { _ in
+                while Time.monotonic() < base + window {}
+            }
+            try #require(gate.armOnce(at: base - Time.ms) == 0)
+            let deadlines = probes.map { _ in base + Int64.random(in: 1..<window, using: &generator) }
+            for (probe, deadline) in zip(probes, deadlines) {
+                try #require(probe.armOnce(at: deadline) == 0)
+            }
+            try #require(Time.monotonic() < base - Time.ms, "arming overran the lead")
+            return (base, deadlines)
+        }
+
+        /// A burst fires through the batch: every timer once, at its own deadline, never
+        /// early, in nondecreasing deadline order, with `armed` back to zero.
+        @Test(.timeLimit(.minutes(1)))
+        func aBurstDrainsOnceEachInDeadlineOrder() throws {
+            let engine = try Engine(expectedTimers: Self.burst + 1)
+            var generator = SeededGenerator(seed: 0xB0857)
+            let probes = try engine.makeTimers(Self.burst)
+            let (_, deadlines) = try Self.armBurst(probes, engine: engine, generator: &generator)
+
+            #expect(engine.waitFirings(Self.burst + 1))
+            #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > Self.burst + 1 })
+            let firings = engine.firings.filter { $0.probe < Self.burst }
+            #expect(firings.count == Self.burst)
+            #expect(Set(firings.map(\.probe)).count == Self.burst, "a timer fired twice or never")
+            #expect(firings.allSatisfy { $0.scheduled == deadlines[$0.probe] })
+            expectNeverEarly(firings)
+            let scheduled = firings.map(\.scheduled)
+            #expect(scheduled == scheduled.sorted(), "the batch fired out of deadline order")
+            let counters = engine.counters
+            #expect(counters.batched >= UInt64(Self.burst - 1), "the burst did not go through the batch")
+            #expect(counters.armed == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// While a batch drains, the first callback cancels, destroys and re-arms timers that
+        /// sit in the batch, and arms a new timer that is already due. Cancelled and
+        /// destroyed timers never fire; a re-armed one fires once, at its new deadline; the
+        /// new timer comes before every remaining batch entry; `armed` counts what is left.
+        @Test(.timeLimit(.minutes(1)))
+        func callbacksReachTimersInTheBatch() throws {
+            let engine = try Engine(expectedTimers: Self.burst + 2)
+            var generator = SeededGenerator(seed: 0xCA7C4)
+            let probes = try engine.makeTimers(Self.burst)
+            // What the first callback did, for the checks below.
+            struct Edits {
+                var base: Int64 = 0
+                var rearmedAt: Int64 = 0
+                var armedSeen: UInt64 = 0
+                var newcomer: Probe?
+            }
+            let edits = Monitor(Edits())
+            // Probe i: i % 4 == 1 cancelled, == 2 destroyed, == 3 re-armed, == 0 left alone.
+            let first = try engine.makeTimer { callback in
+                let rearmedAt = Time.monotonic() + 50 * Time.ms
+                for probe in probes {
+                    switch probe.index % 4 {
+                    case 1: _ = probe.cancel()
+                    case 2: _ = probe.destroy()
+                    case 3: _ = probe.armOnce(at: rearmedAt)
+                    default: break
+                    }
+                }
+                // Due at the burst's base: before every burst deadline still in the batch.
+                let newcomer = try? engine.makeTimer()
+                _ = newcomer?.armOnce(at: edits.read { $0.base })
+                var counters = mtr_counters()
+                mtr_engine_get_counters(callback.engine.handle, &counters)
+                edits.update {
+                    $0.rearmedAt = rearmedAt
+                    $0.armedSeen = counters.armed
+                    $0.newcomer = newcomer
+                }
+            }
+            let (base, deadlines) = try Self.armBurst(probes, engine: engine, generator: &generator)
+            edits.update { $0.base = base }
+            try #require(first.armOnce(at: base) == 0)  // the burst's smallest key
+
+            let fireOnce = Self.burst / 4
+            let rearmed = Self.burst / 4
+            // first + newcomer + untouched + re-armed, and the gate.
+            let expected = 2 + fireOnce + rearmed + 1
+            #expect(engine.waitFirings(expected))
+            #expect(!engine.log.wait(timeoutNs: 100 * Time.ms) { $0.firings.count > expected })
+            let done = edits.read { $0 }
+            let newcomerIndex = try #require(done.newcomer?.index)
+            // Untouched and re-armed timers, plus the newcomer, were armed after the edits.
+            #expect(done.armedSeen == UInt64(fireOnce + rearmed + 1))
+
+            let firings = engine.firings
+            let byProbe = Dictionary(grouping: firings, by: \.probe)
+            #expect(byProbe.values.allSatisfy { $0.count == 1 }, "a timer fired twice")
+            for probe in probes {
+                let fired = byProbe[probe.index]
+                switch probe.index % 4 {
+                case 1, 2: #expect(fired == nil, "probe \(probe.index) fired after its cancel or destroy")
+                case 3: #expect(fired?.first?.scheduled == done.rearmedAt, "probe \(probe.index)")
+                default: #expect(fired?.first?.scheduled == deadlines[probe.index], "probe \(probe.index)")
+                }
+            }
+            expectNeverEarly(firings)
+            // After the first callback, the newcomer fires before any other burst timer.
+            let order = firings.map(\.probe).filter { $0 < Self.burst || $0 == newcomerIndex || $0 == first.index }
+            #expect(Array(order.prefix(2)) == [first.index, newcomerIndex])
+            #expect(engine.counters.batched > 0, "the burst did not go through the batch")
+            #expect(engine.counters.armed == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// Deadlines from up to an hour ago until now, a fifth of them equal, armed in random
+        /// order while a gate holds the firing thread: the batch fires them by deadline and,
+        /// among equal deadlines, in the order they were armed.
+        @Test(.timeLimit(.minutes(1)))
+        func pastDeadlinesAndTiesDrainByDeadlineThenArmOrder() throws {
+            let engine = try Engine(expectedTimers: Self.burst + 1)
+            var generator = SeededGenerator(seed: 0x71E5)
+            let probes = try engine.makeTimers(Self.burst)
+            let release = Gate()
+            let gate = try engine.makeTimer { _ in _ = release.pass() }
+            try #require(gate.armOnce(at: Time.monotonic()) == 0)
+            #expect(engine.waitFirings(1))
+
+            let now = Time.monotonic()
+            let span = min(3_600 * Time.s, now / 2)  // deadlines may not be negative
+            let tie = now - span / 2
+            var armOrder: [Int: Int] = [:]
+            var deadlines: [Int: Int64] = [:]
+            for (position, probe) in probes.shuffled(using: &generator).enumerated() {
+                let deadline = Int.random(in: 0..<5, using: &generator) == 0
+                    ? tie : now - Int64.random(in: 0..<span, using: &generator)
+                armOrder[probe.index] = position
+                deadlines[probe.index] = deadline
+                try #require(probe.armOnce(at: deadline) == 0)
+            }
+            release.open()
+
+            #expect(engine.waitFirings(Self.burst + 1))
+            let fired = engine.firings.dropFirst().map(\.probe)
+            let expected = probes.map(\.index).sorted {
+                (deadlines[$0]!, armOrder[$0]!) < (deadlines[$1]!, armOrder[$1]!)
+            }
+            #expect(fired == expected, "the batch broke deadline or arm order")
+            #expect(engine.counters.batched >= UInt64(Self.burst - 1), "the burst did not go through the batch")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+    }
+}
