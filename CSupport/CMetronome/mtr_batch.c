@@ -1,9 +1,9 @@
 /*
  * The firing batch. When a burst makes a large part of a clock's heap due
- * at once, the firing thread takes every due entry out in one linear pass
- * (mtr_timerset_take_due_locked_), sorts them here, and fires them in
- * order, merged with the heap top, so that a timer armed meanwhile with an
- * earlier key still fires first.
+ * at once, the firing thread takes every due entry out of the heap in two
+ * linear passes, sorts them, and fires them in order, merged with the heap
+ * top, so that a timer armed meanwhile with an earlier key still fires
+ * first.
  *
  * Why: one pop from a heap of a million entries walks ten levels of a
  * 16 MB array, a cache miss per level, while a sorted batch is read in
@@ -36,10 +36,11 @@
 #define MTR_SORT_SMALL 32
 
 /*
- * The sort key: the due, then the arm order, each relative to the batch's
- * smallest so that only bits that vary are sorted on. Arm order compares by
- * wrapping (mtr_entry_before_), so its smallest is found from wrapping
- * differences to the first entry.
+ * The sort key: the due, then the arm order, as offsets from bases chosen so
+ * that only bits that can vary are sorted on. Every due entry lies between
+ * the heap's smallest key and now. Every armed order lies within 2^31 before
+ * the engine's next one (the premise of mtr_entry_before_'s wrapping
+ * comparison), so order - (next - 2^31) ranks them in 31 bits.
  */
 struct mtr_radix_key {
 	int64_t due_base;
@@ -52,31 +53,6 @@ static unsigned
 mtr_bits_(uint64_t range)
 {
 	return range == 0 ? 0 : 64 - (unsigned)__builtin_clzll(range);
-}
-
-static struct mtr_radix_key
-mtr_radix_key_(const struct mtr_heap_entry *e, size_t n)
-{
-	int64_t due_min = e[0].due_ns, due_max = e[0].due_ns;
-	int32_t order_min = 0, order_max = 0;
-	for (size_t i = 1; i < n; i++) {
-		int32_t order = (int32_t)(e[i].order - e[0].order);
-		if (e[i].due_ns < due_min)
-			due_min = e[i].due_ns;
-		if (e[i].due_ns > due_max)
-			due_max = e[i].due_ns;
-		if (order < order_min)
-			order_min = order;
-		if (order > order_max)
-			order_max = order;
-	}
-	unsigned order_bits = mtr_bits_((uint32_t)(order_max - order_min));
-	return (struct mtr_radix_key){
-		.due_base = due_min,
-		.order_base = e[0].order + (uint32_t)order_min,
-		.order_bits = order_bits,
-		.bits = mtr_bits_((uint64_t)(due_max - due_min)) + order_bits,
-	};
 }
 
 /* The digit at @shift of the key (due << order_bits) | order. */
@@ -111,10 +87,10 @@ mtr_sort_insertion_(struct mtr_heap_entry *e, size_t n)
 /*
  * Sorts @a's @n entries on their key's low @bits, using @b (as long) for
  * scratch; returns whichever of the two holds the result. A most
- * significant digit radix sort: one pass spreads a million entries into
- * 256 runs that fit in cache, and the runs sort there. A comparison sort
- * spent 150 ns an entry on a million (a mispredicted branch per
- * comparison, a cache miss per level).
+ * significant digit radix sort; the take below does its first pass while
+ * it takes, so a million entries leave the heap already spread into 256
+ * runs that fit in cache. A comparison sort spent 150 ns an entry on a
+ * million (a mispredicted branch per comparison, a cache miss per level).
  */
 static struct mtr_heap_entry *
 mtr_sort_(struct mtr_heap_entry *a, struct mtr_heap_entry *b, size_t n,
@@ -148,7 +124,7 @@ mtr_sort_(struct mtr_heap_entry *a, struct mtr_heap_entry *b, size_t n,
 
 bool
 mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns)
+    struct mtr_timer *timers, int64_t now_ns, uint32_t next_order)
 {
 	if (batch->pops_before_check > 0) {
 		batch->pops_before_check--;
@@ -158,20 +134,69 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	if (limit < MTR_BATCH_MIN)
 		limit = MTR_BATCH_MIN;
 	uint32_t due = mtr_timerset_count_due_locked_(set, now_ns, limit);
-	/* Room for every entry and the sort's scratch; pages never touched
-	 * cost nothing. Without memory, popping one by one still works. */
-	struct mtr_heap_entry *entries = due < limit ? NULL :
-	    malloc(2 * (size_t)set->count * sizeof(*entries));
-	if (entries == NULL) {
+	if (due < limit) {
 		batch->pops_before_check = due / 2;
 		return false;
 	}
-	uint32_t count = mtr_timerset_take_due_locked_(set, timers, now_ns,
-	    entries);
-	struct mtr_radix_key key = mtr_radix_key_(entries, count);
-	batch->block = entries;
-	batch->entries = mtr_sort_(entries, entries + count, count, &key,
-	    key.bits);
+
+	struct mtr_heap_entry *heap = set->entries;
+	struct mtr_radix_key key = {
+		.due_base = heap[0].due_ns,
+		.order_base = next_order - (UINT32_C(1) << 31),
+		.order_bits = 31,
+		.bits = mtr_bits_((uint64_t)(now_ns - heap[0].due_ns)) + 31,
+	};
+	unsigned shift = key.bits - MTR_RADIX_BITS;
+
+	/* Pass one counts the due entries by their top digit. */
+	size_t start[MTR_RADIX_SIZE + 1] = { 0 };
+	for (uint32_t i = 0; i < set->count; i++) {
+		if (heap[i].due_ns <= now_ns)
+			start[mtr_radix_digit_(&heap[i], &key, shift) + 1]++;
+	}
+	for (uint32_t digit = 0; digit < MTR_RADIX_SIZE; digit++)
+		start[digit + 1] += start[digit];
+	uint32_t count = (uint32_t)start[MTR_RADIX_SIZE];
+	/* Without memory, popping one by one still works. */
+	struct mtr_heap_entry *block = malloc((size_t)count * sizeof(*block));
+	if (block == NULL) {
+		batch->pops_before_check = due / 2;
+		return false;
+	}
+
+	/* Pass two spreads them into runs by that digit and closes the heap
+	 * up behind them; the timers are written in heap order, at random,
+	 * so they are fetched ahead. */
+	size_t next[MTR_RADIX_SIZE];
+	memcpy(next, start, sizeof(next));
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < set->count; i++) {
+		if (i + MTR_BATCH_PREFETCH < set->count)
+			mtr_timer_prefetch_(&timers[heap[i + MTR_BATCH_PREFETCH].timer]);
+		struct mtr_heap_entry entry = heap[i];
+		if (entry.due_ns <= now_ns) {
+			block[next[mtr_radix_digit_(&entry, &key, shift)]++] = entry;
+			timers[entry.timer].heap_slot = MTR_IN_BATCH;
+		} else {
+			heap[kept] = entry;
+			timers[entry.timer].heap_slot =
+			    mtr_slot_make_(set->clock, kept++);
+		}
+	}
+	set->count = kept;
+	mtr_timerset_rebuild_locked_(set, timers);
+
+	/* Each run sorts in cache, one after the other, with the heap's freed
+	 * tail (at least as long as the batch) for scratch. */
+	for (uint32_t digit = 0; digit < MTR_RADIX_SIZE; digit++) {
+		struct mtr_heap_entry *run = block + start[digit];
+		size_t length = start[digit + 1] - start[digit];
+		struct mtr_heap_entry *sorted = mtr_sort_(run, heap + kept,
+		    length, &key, shift);
+		if (sorted != run)
+			memcpy(run, sorted, length * sizeof(*run));
+	}
+	batch->entries = block;
 	batch->next = 0;
 	batch->count = count;
 	batch->live = count;
@@ -203,8 +228,7 @@ mtr_batch_next_locked_(struct mtr_batch *batch, const struct mtr_timer *timers)
 void
 mtr_batch_free_(struct mtr_batch *batch)
 {
-	free(batch->block);
-	batch->block = NULL;
+	free(batch->entries);
 	batch->entries = NULL;
 	batch->next = 0;
 	batch->count = 0;

@@ -177,7 +177,8 @@ mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 			    engine->timers[top->timer].deadline_ns;
 			if (deadline_ns <= *now_ns) {
 				if (queued == NULL && mtr_batch_take_locked_(
-				    batch, &state->set, engine->timers, *now_ns))
+				    batch, &state->set, engine->timers, *now_ns,
+				    engine->next_order))
 					continue;
 				*out = *top;
 				mtr_timerset_erase_locked_(&state->set,

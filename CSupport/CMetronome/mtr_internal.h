@@ -9,11 +9,13 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 struct event;
 struct event_base;
 
 #define MTR_CLOCK_COUNT 3
+#define MTR_HUGE_PAGE (UINT32_C(2) << 20)
 
 /* heap_slot of a timer that is in no timer set. */
 #define MTR_NOT_ARMED UINT32_MAX
@@ -71,8 +73,7 @@ mtr_entry_before_(const struct mtr_heap_entry *a, const struct mtr_heap_entry *b
  * (mtr_batch.c): the firing loop drains it in order, merged with the heap.
  */
 struct mtr_batch {
-	struct mtr_heap_entry *entries; /* sorted, within block */
-	struct mtr_heap_entry *block;   /* the allocation */
+	struct mtr_heap_entry *entries; /* sorted by key */
 	uint32_t next;  /* the first entry not yet fired or skipped */
 	uint32_t count;
 	uint32_t live;  /* entries whose timer is still MTR_IN_BATCH */
@@ -123,6 +124,22 @@ struct mtr_engine {
 	uint32_t sync_waiters;
 };
 
+/*
+ * Asks for transparent huge pages under a big array (a hint: ignored where
+ * THP is off). The timers and the heap are read at random when a burst
+ * fires; with 4 KiB pages every such read also misses the TLB, and in a VM
+ * a page walk is two-dimensional.
+ */
+static inline void
+mtr_advise_huge_(void *array, size_t bytes)
+{
+	const uintptr_t page = 4096;
+	uintptr_t start = ((uintptr_t)array + page - 1) & ~(page - 1);
+	uintptr_t end = ((uintptr_t)array + bytes) & ~(page - 1);
+	if (end > start && end - start >= MTR_HUGE_PAGE)
+		(void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+}
+
 /* mtr_clock.c */
 int64_t mtr_clock_read_(mtr_clock_id clock);
 bool mtr_clock_valid_(mtr_clock_id clock);
@@ -139,12 +156,12 @@ const struct mtr_heap_entry *mtr_timerset_top_locked_(
     const struct mtr_timerset *set);
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
     int64_t now_ns, uint32_t limit);
-uint32_t mtr_timerset_take_due_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns, struct mtr_heap_entry *out);
+void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers);
 
 /* mtr_batch.c: called by the firing thread with the engine lock held. */
 bool mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns);
+    struct mtr_timer *timers, int64_t now_ns, uint32_t next_order);
 const struct mtr_heap_entry *mtr_batch_next_locked_(struct mtr_batch *batch,
     const struct mtr_timer *timers);
 void mtr_batch_free_(struct mtr_batch *batch);

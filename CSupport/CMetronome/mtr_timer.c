@@ -46,6 +46,7 @@ mtr_timer_grow_locked_(mtr_engine *engine)
 	    (size_t)capacity * sizeof(*timers));
 	if (timers == NULL)
 		return ENOMEM;
+	mtr_advise_huge_(timers, (size_t)capacity * sizeof(*timers));
 	engine->timers = timers;
 	engine->timer_capacity = capacity;
 	return 0;

@@ -16,9 +16,9 @@
  *
  * Draining a big burst one pop at a time is bound by those misses (a pop
  * from a million-entry heap walks ten levels of a 16 MB array), so when
- * a large part of the heap is due, mtr_timerset_take_due_locked_ takes all
- * of it in one linear pass and rebuilds the rest in O(n); mtr_batch.c sorts
- * what was taken and the firing loop drains it sequentially.
+ * a large part of the heap is due, mtr_batch.c takes all of it in linear
+ * passes and sorts it, and mtr_timerset_rebuild_locked_ rebuilds the rest
+ * in O(n); the firing loop then drains the batch in sequence.
  *
  * Each timer stores its heap index (heap_slot), making cancel O(log n), as
  * libevent's min_heap_erase_ does with min_heap_idx.
@@ -42,8 +42,6 @@
  * of i (4i+1 .. 4i+4) sit at offsets 4(i+1) .. 4(i+1)+3: one cache line. */
 #define MTR_HEAP_PAD 3
 #define MTR_CACHE_LINE 64
-/* Heap entries read ahead of the take pass's timer writes. */
-#define MTR_TAKE_PREFETCH 16
 
 static inline void
 mtr_heap_place_(struct mtr_timerset *set, struct mtr_timer *timers,
@@ -125,6 +123,7 @@ mtr_timerset_grow_locked_(struct mtr_timerset *set)
 	struct mtr_heap_entry *block = aligned_alloc(MTR_CACHE_LINE, bytes);
 	if (block == NULL)
 		return ENOMEM;
+	mtr_advise_huge_(block, bytes);
 	if (set->entries != NULL) {
 		memcpy(block + MTR_HEAP_PAD, set->entries,
 		    (size_t)set->count * sizeof(*set->entries));
@@ -199,31 +198,13 @@ mtr_timerset_count_due_locked_(const struct mtr_timerset *set, int64_t now_ns,
 	return found;
 }
 
-uint32_t
-mtr_timerset_take_due_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns, struct mtr_heap_entry *out)
+void
+mtr_timerset_rebuild_locked_(struct mtr_timerset *set, struct mtr_timer *timers)
 {
-	uint32_t kept = 0, taken = 0;
-
-	for (uint32_t i = 0; i < set->count; i++) {
-		struct mtr_heap_entry entry = set->entries[i];
-		/* The timers are written in heap order, at random: fetch ahead. */
-		if (i + MTR_TAKE_PREFETCH < set->count)
-			mtr_timer_prefetch_(&timers[
-			    set->entries[i + MTR_TAKE_PREFETCH].timer]);
-		if (entry.due_ns <= now_ns) {
-			out[taken++] = entry;
-			timers[entry.timer].heap_slot = MTR_IN_BATCH;
-		} else {
-			mtr_heap_place_(set, timers, kept++, entry);
-		}
-	}
-	set->count = kept;
 	/* Floyd's heap construction: sift every parent down, last first. */
-	for (uint32_t parent = kept / MTR_ARITY + 1; parent-- > 0;) {
-		if (parent < kept)
+	for (uint32_t parent = set->count / MTR_ARITY + 1; parent-- > 0;) {
+		if (parent < set->count)
 			mtr_heap_sift_down_(set, timers, parent,
 			    set->entries[parent]);
 	}
-	return taken;
 }

@@ -74,7 +74,8 @@ extension CoreContractTests {
             }
             let edits = Monitor(Edits())
             // Probe i: i % 4 == 1 cancelled, == 2 destroyed, == 3 re-armed, == 0 left alone.
-            let first = try engine.makeTimer { callback in
+            // Weak: the fixture holds its probes, and a probe holds its action.
+            let first = try engine.makeTimer { [weak engine] callback in
                 let rearmedAt = Time.monotonic() + 50 * Time.ms
                 for probe in probes {
                     switch probe.index % 4 {
@@ -85,7 +86,7 @@ extension CoreContractTests {
                     }
                 }
                 // Due at the burst's base: before every burst deadline still in the batch.
-                let newcomer = try? engine.makeTimer()
+                let newcomer = try? engine?.makeTimer()
                 _ = newcomer?.armOnce(at: edits.read { $0.base })
                 var counters = mtr_counters()
                 mtr_engine_get_counters(callback.engine.handle, &counters)
