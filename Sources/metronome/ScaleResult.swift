@@ -7,7 +7,7 @@ struct ScaleResult: Codable, Sendable {
     var addCancelPerSecondAllCores: Double?
     var reschedulePerSecond: Double?
     var bytesPerTimer: Double
-    /// Timers fired in the fire phase (one-shots due within `fire_window_ms`).
+    /// Timers fired in the fire phase (one-shots due within `fire_window_ns`).
     var fired: Int
     var firesPerSecond: Double
     var outOfOrder: Int

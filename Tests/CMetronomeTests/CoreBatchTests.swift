@@ -169,5 +169,72 @@ extension CoreContractTests {
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
+
+        /// Another thread cancels and re-arms burst timers while the batch drains. A
+        /// cancelled timer's firing, if any, was committed before its cancel returned; a
+        /// re-armed one fires at most once for its old deadline (committed before the
+        /// re-arm returned) and once for its new one; the rest fire once each.
+        @Test(.timeLimit(.minutes(1)))
+        func anotherThreadCancelsAndReArmsDuringTheBatch() throws {
+            let engine = try Engine(expectedTimers: Self.burst + 1)
+            var generator = SeededGenerator(seed: 0x7E4D)
+            let probes = try engine.makeTimers(Self.burst)
+            let release = Gate()
+            let gate = try engine.makeTimer { _ in _ = release.pass() }
+            try #require(gate.armOnce(at: Time.monotonic()) == 0)
+            #expect(engine.waitFirings(1))
+            let now = Time.monotonic()
+            let deadlines = probes.map { _ in now - Int64.random(in: 0..<Time.s, using: &generator) }
+            for (probe, deadline) in zip(probes, deadlines) {
+                try #require(probe.armOnce(at: deadline) == 0)
+            }
+            let later = now + 200 * Time.ms
+
+            // Probe i: i % 3 == 1 cancelled, == 2 re-armed; returned when each call did.
+            // The gate opens first, so the edits race the take and the drain.
+            let returned = Monitor([Int: Int64]())
+            release.open()
+            let editor = TestThread {
+                for probe in probes.reversed() where probe.index % 3 != 0 {
+                    let rc = probe.index % 3 == 1 ? probe.cancel() : probe.armOnce(at: later)
+                    let at = Time.monotonic()
+                    returned.update { $0[probe.index] = rc == 0 ? at : -1 }
+                }
+            }
+            editor.join()
+            // Everything has fired once nothing is armed and no callback runs. (A log
+            // predicate counting firings would cost O(n) on every one of them.)
+            let giveUp = Time.monotonic() + Bounds.patienceNs
+            while engine.counters.armed > 0 && Time.monotonic() < giveUp { Time.sleep(Time.ms) }
+            #expect(engine.counters.armed == 0)
+            #expect(engine.log.wait { $0.running == 0 })
+
+            let done = returned.read { $0 }
+            #expect(done.values.allSatisfy { $0 >= 0 }, "a cancel or re-arm failed")
+            let byProbe = Dictionary(grouping: engine.firings.filter { $0.probe < Self.burst }, by: \.probe)
+            var wrong: [String] = []
+            for probe in probes {
+                let fired = byProbe[probe.index] ?? []
+                let old = fired.filter { $0.scheduled == deadlines[probe.index] }
+                switch probe.index % 3 {
+                case 1:
+                    if fired.count > 1 || old.contains(where: { $0.fired >= done[probe.index]! }) {
+                        wrong.append("cancelled \(probe.index): \(fired)")
+                    }
+                case 2:
+                    let new = fired.filter { $0.scheduled == later }
+                    if new.count != 1 || old.count > 1 || old.contains(where: { $0.fired >= done[probe.index]! }) {
+                        wrong.append("re-armed \(probe.index): \(fired)")
+                    }
+                default:
+                    if fired.count != 1 || old.count != 1 { wrong.append("untouched \(probe.index): \(fired)") }
+                }
+            }
+            #expect(wrong.isEmpty, "\(wrong.count) wrong, first: \(wrong.prefix(3))")
+            expectNeverEarly(engine.firings)
+            #expect(engine.counters.batched > 0, "the burst did not go through the batch")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
     }
 }
