@@ -31,6 +31,19 @@ extension CoreContractTests {
             return (base, deadlines)
         }
 
+        /// An engine with `burst` timers whose firing thread is held in a gate timer's
+        /// callback until the returned gate opens: whatever is armed meanwhile, however
+        /// far in the past, is due all at once when it does.
+        static func heldEngine() throws -> (Engine, [Probe], Gate) {
+            let engine = try Engine(expectedTimers: Self.burst + 1)
+            let probes = try engine.makeTimers(Self.burst)
+            let release = Gate()
+            let gate = try engine.makeTimer { _ in _ = release.pass() }
+            try #require(gate.armOnce(at: Time.monotonic()) == 0)
+            try #require(engine.waitFirings(1))
+            return (engine, probes, release)
+        }
+
         /// A burst fires through the batch: every timer once, at its own deadline, never
         /// early, in nondecreasing deadline order, with `armed` back to zero.
         @Test(.timeLimit(.minutes(1)))
@@ -137,14 +150,8 @@ extension CoreContractTests {
         /// among equal deadlines, in the order they were armed.
         @Test(.timeLimit(.minutes(1)))
         func pastDeadlinesAndTiesDrainByDeadlineThenArmOrder() throws {
-            let engine = try Engine(expectedTimers: Self.burst + 1)
+            let (engine, probes, release) = try Self.heldEngine()
             var generator = SeededGenerator(seed: 0x71E5)
-            let probes = try engine.makeTimers(Self.burst)
-            let release = Gate()
-            let gate = try engine.makeTimer { _ in _ = release.pass() }
-            try #require(gate.armOnce(at: Time.monotonic()) == 0)
-            #expect(engine.waitFirings(1))
-
             let now = Time.monotonic()
             let span = min(3_600 * Time.s, now / 2)  // deadlines may not be negative
             let tie = now - span / 2
@@ -176,13 +183,8 @@ extension CoreContractTests {
         /// re-arm returned) and once for its new one; the rest fire once each.
         @Test(.timeLimit(.minutes(1)))
         func anotherThreadCancelsAndReArmsDuringTheBatch() throws {
-            let engine = try Engine(expectedTimers: Self.burst + 1)
+            let (engine, probes, release) = try Self.heldEngine()
             var generator = SeededGenerator(seed: 0x7E4D)
-            let probes = try engine.makeTimers(Self.burst)
-            let release = Gate()
-            let gate = try engine.makeTimer { _ in _ = release.pass() }
-            try #require(gate.armOnce(at: Time.monotonic()) == 0)
-            #expect(engine.waitFirings(1))
             let now = Time.monotonic()
             let deadlines = probes.map { _ in now - Int64.random(in: 0..<Time.s, using: &generator) }
             for (probe, deadline) in zip(probes, deadlines) {
