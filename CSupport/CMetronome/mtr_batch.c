@@ -27,7 +27,7 @@
  * entries, are due. */
 #define MTR_BATCH_SHARE 16
 #define MTR_BATCH_MIN 256
-/* Timers whose slots are fetched ahead of the firing. */
+/* How far ahead, in entries, the take and the firing fetch timers. */
 #define MTR_BATCH_PREFETCH 16
 /* Radix digits of 8 bits: 256 counters and 256 write streams per pass. */
 #define MTR_RADIX_BITS 8
@@ -42,11 +42,12 @@
  * the engine's next one (the premise of mtr_entry_before_'s wrapping
  * comparison), so order - (next - 2^31) ranks them in 31 bits.
  */
+#define MTR_ORDER_BITS 31
+
 struct mtr_radix_key {
 	int64_t due_base;
 	uint32_t order_base;
-	unsigned order_bits;
-	unsigned bits; /* due's bits above order's */
+	unsigned bits; /* the key's width: the due's bits, then the order's */
 };
 
 static unsigned
@@ -55,18 +56,18 @@ mtr_bits_(uint64_t range)
 	return range == 0 ? 0 : 64 - (unsigned)__builtin_clzll(range);
 }
 
-/* The digit at @shift of the key (due << order_bits) | order. */
+/* The digit at @shift of the key (due << MTR_ORDER_BITS) | order. */
 static inline uint32_t
 mtr_radix_digit_(const struct mtr_heap_entry *entry,
     const struct mtr_radix_key *key, unsigned shift)
 {
 	uint64_t due = (uint64_t)(entry->due_ns - key->due_base);
 	uint64_t value;
-	if (shift >= key->order_bits) {
-		value = due >> (shift - key->order_bits);
+	if (shift >= MTR_ORDER_BITS) {
+		value = due >> (shift - MTR_ORDER_BITS);
 	} else {
 		uint32_t order = entry->order - key->order_base;
-		value = (order >> shift) | due << (key->order_bits - shift);
+		value = (order >> shift) | due << (MTR_ORDER_BITS - shift);
 	}
 	return (uint32_t)value & (MTR_RADIX_SIZE - 1);
 }
@@ -142,9 +143,9 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	struct mtr_heap_entry *heap = set->entries;
 	struct mtr_radix_key key = {
 		.due_base = heap[0].due_ns,
-		.order_base = next_order - (UINT32_C(1) << 31),
-		.order_bits = 31,
-		.bits = mtr_bits_((uint64_t)(now_ns - heap[0].due_ns)) + 31,
+		.order_base = next_order - (UINT32_C(1) << MTR_ORDER_BITS),
+		.bits = mtr_bits_((uint64_t)(now_ns - heap[0].due_ns)) +
+		    MTR_ORDER_BITS,
 	};
 	unsigned shift = key.bits - MTR_RADIX_BITS;
 

@@ -246,7 +246,7 @@ final class TimerCore: Sendable {
 
     /// Runs the handler if the firing belongs to the current arming: `generation` names
     /// it, under the lock, or says it is stale.
-    private func fire(_ tick: Tick, generation: (Storage) -> UInt64?) {
+    private func fire(_ tick: Tick, generation: (borrowing Storage) -> UInt64?) {
         let handler = self.storage.withLockedValue { storage -> Handler? in
             guard let current = generation(storage) else { return nil }
             switch storage.machine.fired(generation: current, scheduled: tick.scheduled.nanoseconds) {
