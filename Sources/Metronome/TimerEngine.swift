@@ -175,7 +175,7 @@ public final class TimerEngine: Sendable {
 
     /// A new, unarmed C timer whose firings go to `core` (retained until the engine
     /// releases the timer), or `nil` once the engine has stopped.
-    func makeTimer(firing core: TimerCore) -> EngineTimer? {
+    func makeTimer(firing core: TimerCore) -> UInt64? {
         guard let raw = self.raw else { return nil }
         let context = Unmanaged.passRetained(core)
         var id: mtr_timer_id = 0
@@ -183,7 +183,7 @@ public final class TimerEngine: Sendable {
             context.release()
             return nil
         }
-        return EngineTimer(engine: self, id: id)
+        return id
     }
 
     /// Arms a timer from ``makeTimer(firing:)``; `false` once the engine has stopped or

@@ -23,22 +23,25 @@ final class TimerCore: Sendable {
         let run: @Sendable (Tick) -> Void
     }
 
+    /// What fires the current generation.
+    private enum Armed {
+        /// An engine timer: its firings carry its id.
+        case engine(id: UInt64, generation: UInt64)
+        /// Another backend's handle.
+        case backend(any ArmedTimer)
+    }
+
     private struct Storage {
         var machine = TimerStateMachine()
         var handler: Handler?
         /// The firings of the current generation, once armed.
-        var armed: (any ArmedTimer)?
-        /// The engine timer of the current generation, once created: its firings name it.
-        var engineTimer: (id: UInt64, generation: UInt64)?
+        var armed: Armed?
         var handlersRunning = 0
         /// Callers of `cancelAndWait` waiting for handlers: a firing broadcasts only then.
         var waiters = 0
 
-        mutating func takeArmed() -> (any ArmedTimer)? {
-            defer {
-                self.armed = nil
-                self.engineTimer = nil
-            }
+        mutating func takeArmed() -> Armed? {
+            defer { self.armed = nil }
             return self.armed
         }
     }
@@ -104,11 +107,11 @@ final class TimerCore: Sendable {
     func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) -> Bool {
         let (action, previous) = self.storage.withLockedValue { storage in
             let action = storage.machine.schedule(schedule)
-            guard case .arm = action else { return (action, nil as (any ArmedTimer)?) }
+            guard case .arm = action else { return (action, nil as Armed?) }
             storage.handler = Handler(run: handler)
             return (action, storage.takeArmed())
         }
-        previous?.disarm()
+        self.disarm(previous)
         switch action {
         case .arm(let schedule, let generation): return self.arm(schedule, generation: generation)
         case .reject: return false
@@ -121,7 +124,7 @@ final class TimerCore: Sendable {
             let leeway: Int64
             switch storage.machine.state {
             case .running(let current, _), .suspended(let current, _): leeway = current.leewayNanoseconds
-            case .idle, .cancelled: return (TimerStateMachine.RescheduleAction.reject, nil as (any ArmedTimer)?)
+            case .idle, .cancelled: return (TimerStateMachine.RescheduleAction.reject, nil as Armed?)
             }
             guard let schedule = self.schedule(deadline: deadline, period: period, leeway: leeway) else {
                 return (.reject, nil)
@@ -130,7 +133,7 @@ final class TimerCore: Sendable {
             guard case .arm = action else { return (action, nil) }
             return (action, storage.takeArmed())
         }
-        previous?.disarm()
+        self.disarm(previous)
         switch action {
         case .arm(let schedule, let generation): return self.arm(schedule, generation: generation)
         case .keepSuspended: return true
@@ -143,7 +146,7 @@ final class TimerCore: Sendable {
             let action = storage.machine.suspend()
             return (action, action == .disarm ? storage.takeArmed() : nil)
         }
-        previous?.disarm()
+        self.disarm(previous)
         switch action {
         case .disarm: return true
         case .reject: return false
@@ -164,7 +167,7 @@ final class TimerCore: Sendable {
             let action = storage.machine.cancel()
             return (action, storage.takeArmed())
         }
-        previous?.disarm()
+        self.disarm(previous)
         switch action {
         case .disarm, .acknowledge: return true
         case .reject: return false
@@ -194,14 +197,14 @@ final class TimerCore: Sendable {
             let armed = backend.arm(schedule, clock: self.clock, queue: self.queue) { [weak self] tick in
                 self?.fire(tick) { _ in generation }
             }
-            return self.install(armed, generation: generation)
+            return self.install(armed.map { .backend($0) }, generation: generation)
         }
     }
 
     /// Stores `armed` as the current generation's firings; `nil` means the backend
     /// refused (an engine that was shut down), which stops the timer.
-    private func install(_ armed: (any ArmedTimer)?, generation: UInt64, engineTimer: UInt64? = nil) -> Bool {
-        let (accepted, stale) = self.storage.withLockedValue { storage -> (Bool, (any ArmedTimer)?) in
+    private func install(_ armed: Armed?, generation: UInt64) -> Bool {
+        let (accepted, stale) = self.storage.withLockedValue { storage -> (Bool, Armed?) in
             guard let armed else {
                 if storage.machine.generation == generation { _ = storage.machine.cancel() }
                 return (false, nil)
@@ -209,29 +212,39 @@ final class TimerCore: Sendable {
             guard storage.machine.generation == generation else { return (true, armed) }
             let previous = storage.takeArmed()
             storage.armed = armed
-            storage.engineTimer = engineTimer.map { ($0, generation) }
             return (true, previous)
         }
-        stale?.disarm()
+        self.disarm(stale)
         return accepted
     }
 
     /// The engine path: the C timer is created, recorded as this generation's, and only
     /// then armed, so that its first firing always finds its id.
     private func arm(_ schedule: TimerSchedule, generation: UInt64, on engine: TimerEngine) -> Bool {
-        let timer = engine.makeTimer(firing: self)
-        guard self.install(timer, generation: generation, engineTimer: timer?.id), let timer else { return false }
-        guard !timer.start(schedule, clock: self.clock) else { return true }
+        let id = engine.makeTimer(firing: self)
+        guard self.install(id.map { .engine(id: $0, generation: generation) }, generation: generation), let id else {
+            return false
+        }
+        guard !engine.start(id, schedule, clock: self.clock) else { return true }
         // Refused: the engine stopped between the two calls, and the timer stops too,
         // unless another transition already replaced this arming.
         let refused = self.storage.withLockedValue { storage -> Bool in
-            guard storage.engineTimer?.id == timer.id else { return false }
-            _ = storage.takeArmed()
+            guard case .engine(id, _)? = storage.armed else { return false }
+            storage.armed = nil
             _ = storage.machine.cancel()
             return true
         }
-        timer.disarm()
+        engine.destroy(id)
         return !refused
+    }
+
+    /// Stops the firings of an arming taken out of the storage.
+    private func disarm(_ armed: Armed?) {
+        switch (armed, self.firing) {
+        case (.engine(let id, _), .engine(let engine)): engine.destroy(id)
+        case (.backend(let timer), _): timer.disarm()
+        case (.engine, .backend), (nil, _): break
+        }
     }
 
     /// A firing of one of this core's engine timers, on the firing thread.
@@ -241,7 +254,10 @@ final class TimerCore: Sendable {
     }
 
     private func fire(_ tick: Tick, engineTimer id: UInt64) {
-        self.fire(tick) { $0.engineTimer?.id == id ? $0.engineTimer?.generation : nil }
+        self.fire(tick) { storage in
+            guard case .engine(id, let generation)? = storage.armed else { return nil }
+            return generation
+        }
     }
 
     /// Runs the handler if the firing belongs to the current arming: `generation` names
