@@ -46,9 +46,12 @@ enum ScaleProbe {
     }
 
     /// When the fire phase's first deadline falls: late enough that every timer is armed
-    /// before it, so arming never races firing.
-    static func fireStart(timers: Int) -> Int64 {
-        MonotonicTime.now() + 500_000_000 + Int64(timers) * 3_000
+    /// before it, so arming never races firing (a timer armed after its deadline would
+    /// fire late and out of order). The lead is twice the arming time at `armingRate`,
+    /// the rate this backend just showed, so a slow build (a sanitizer) gets a longer one.
+    static func fireStart(timers: Int, armingRate: Double) -> Int64 {
+        let arming = Double(timers) / max(armingRate, 1) * 1e9
+        return MonotonicTime.now() + 200_000_000 + Int64(min(2 * arming, 600e9))
     }
 
     /// A far-future deadline (an hour or two from `base`), so nothing fires while measuring.
@@ -126,7 +129,7 @@ struct CoreScaleSubject: ScaleSubject {
         }
 
         // Fire phase: the same timers re-armed to fall due within the window.
-        let first = ScaleProbe.fireStart(timers: n)
+        let first = ScaleProbe.fireStart(timers: n, armingRate: reschedule)
         for id in ids {
             let deadline = first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0)
             _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, deadline, 0)
@@ -180,7 +183,7 @@ struct SwiftScaleSubject: ScaleSubject {
             timers[Int(random.next(below: Int64(n)))].reschedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
         }
 
-        let first = ScaleProbe.fireStart(timers: n)
+        let first = ScaleProbe.fireStart(timers: n, armingRate: min(addCancel, reschedule))
         for timer in timers {
             let deadline = first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0)
             timer.cancel()
@@ -228,7 +231,7 @@ struct DispatchScaleSubject: ScaleSubject {
         }
         sources.forEach { $0.cancel() }
 
-        let first = ScaleProbe.fireStart(timers: n)
+        let first = ScaleProbe.fireStart(timers: n, armingRate: addCancel)
         sources = (0..<n).map { _ in
             source(deadline: first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0))
         }
