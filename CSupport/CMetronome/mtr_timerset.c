@@ -41,6 +41,8 @@
 /* Logical index 0 sits at offset 3 of the aligned block, so the children
  * of i (4i+1 .. 4i+4) sit at offsets 4(i+1) .. 4(i+1)+3: one cache line. */
 #define MTR_HEAP_PAD 3
+/* Levels below the root of a heap of MTR_MAX_TIMERS (4^15 = 2^30). */
+#define MTR_HEAP_DEPTH 15
 #define MTR_CACHE_LINE 64
 
 static inline void
@@ -180,7 +182,7 @@ mtr_timerset_count_due_locked_(const struct mtr_timerset *set, int64_t now_ns,
 {
 	/* Depth-first through the due subtree, which holds the root; each
 	 * visit pushes at most four children, so 3 * depth + 4 slots do. */
-	uint32_t stack[3 * 16 + MTR_ARITY];
+	uint32_t stack[3 * MTR_HEAP_DEPTH + MTR_ARITY];
 	uint32_t depth = 0, found = 0;
 
 	if (set->count == 0 || set->entries[0].due_ns > now_ns)
@@ -202,9 +204,7 @@ void
 mtr_timerset_rebuild_locked_(struct mtr_timerset *set, struct mtr_timer *timers)
 {
 	/* Floyd's heap construction: sift every parent down, last first. */
-	for (uint32_t parent = set->count / MTR_ARITY + 1; parent-- > 0;) {
-		if (parent < set->count)
-			mtr_heap_sift_down_(set, timers, parent,
-			    set->entries[parent]);
-	}
+	uint32_t parents = set->count > 1 ? (set->count - 2) / MTR_ARITY + 1 : 0;
+	for (uint32_t parent = parents; parent-- > 0;)
+		mtr_heap_sift_down_(set, timers, parent, set->entries[parent]);
 }

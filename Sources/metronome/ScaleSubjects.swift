@@ -54,6 +54,11 @@ enum ScaleProbe {
         return MonotonicTime.now() + 200_000_000 + Int64(min(2 * arming, 600e9))
     }
 
+    /// A fire-phase deadline: `first`, plus a random offset within the window.
+    static func fireDeadline(after first: Int64, _ config: ScaleConfiguration, _ random: inout SplitMix64) -> Int64 {
+        first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0)
+    }
+
     /// A far-future deadline (an hour or two from `base`), so nothing fires while measuring.
     static func farDeadline(_ random: inout SplitMix64, base: Int64) -> Int64 {
         base + 3_600_000_000_000 + random.next(below: 3_600_000_000_000)
@@ -131,7 +136,7 @@ struct CoreScaleSubject: ScaleSubject {
         // Fire phase: the same timers re-armed to fall due within the window.
         let first = ScaleProbe.fireStart(timers: n, armingRate: reschedule)
         for id in ids {
-            let deadline = first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0)
+            let deadline = ScaleProbe.fireDeadline(after: first, config, &random)
             _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, deadline, 0)
         }
         log.waitUntilComplete(timeoutSeconds: 60)
@@ -185,7 +190,7 @@ struct SwiftScaleSubject: ScaleSubject {
 
         let first = ScaleProbe.fireStart(timers: n, armingRate: min(addCancel, reschedule))
         for timer in timers {
-            let deadline = first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0)
+            let deadline = ScaleProbe.fireDeadline(after: first, config, &random)
             timer.cancel()
             timer.schedule(at: TimerInstant(nanoseconds: deadline), handler: record)
         }
@@ -233,7 +238,7 @@ struct DispatchScaleSubject: ScaleSubject {
 
         let first = ScaleProbe.fireStart(timers: n, armingRate: addCancel)
         sources = (0..<n).map { _ in
-            source(deadline: first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0))
+            source(deadline: ScaleProbe.fireDeadline(after: first, config, &random))
         }
         log.waitUntilComplete(timeoutSeconds: 120)
         sources.forEach { $0.cancel() }

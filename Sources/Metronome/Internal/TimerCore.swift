@@ -202,7 +202,7 @@ final class TimerCore: Sendable {
     }
 
     /// Stores `armed` as the current generation's firings; `nil` means the backend
-    /// refused (an engine that was shut down), which stops the timer.
+    /// refused (for the engine: it was shut down), which stops the timer.
     private func install(_ armed: Armed?, generation: UInt64) -> Bool {
         let (accepted, stale) = self.storage.withLockedValue { storage -> (Bool, Armed?) in
             guard let armed else {
