@@ -74,7 +74,7 @@ struct ScaleCommand: ParsableCommand {
             return padded(String(format: "%.1f×", value / base), width)
         }
         var lines = [
-            "backend        timers  add+cancel/s  (all cores)  reschedule/s  bytes/timer    fires/s  out-of-order  early  p50 µs    p99 µs  add+cancel×gcd  fires×gcd"
+            "backend        timers  add+cancel/s  (all cores)  reschedule/s  bytes/timer    fires/s  out-of-order  early  p50 µs    p99 µs  add+cancel×gcd  reschedule×gcd  bytes×gcd  fires×gcd"
         ]
         for r in results {
             let name = r.backend.padding(toLength: 12, withPad: " ", startingAt: 0)
@@ -82,11 +82,13 @@ struct ScaleCommand: ParsableCommand {
             lines.append(
                 name
                     + String(
-                        format: " %8d  %12.0f  %@  %12.0f  %11.1f  %9.0f  %12d  %5d  %6.1f  %8.1f  %@  %@",
+                        format: " %8d  %12.0f  %@  %12.0f  %11.1f  %9.0f  %12d  %5d  %6.1f  %8.1f  %@  %@  %@  %@",
                         r.timers, r.addCancelPerSecond, padded(allCores, 11),
                         r.reschedulePerSecond ?? 0, r.bytesPerTimer, r.firesPerSecond, r.outOfOrder, r.early,
                         r.p50LatenessMicroseconds, r.p99LatenessMicroseconds,
                         ratio(r.addCancelPerSecond, gcd?.addCancelPerSecond, width: 14),
+                        ratio(r.reschedulePerSecond ?? 0, gcd?.reschedulePerSecond, width: 14),
+                        ratio(r.bytesPerTimer, gcd?.bytesPerTimer, width: 9),
                         ratio(r.firesPerSecond, gcd?.firesPerSecond, width: 9)
                     ))
         }
