@@ -69,8 +69,8 @@ struct ScaleCommand: ParsableCommand {
         func padded(_ text: String, _ width: Int) -> String {
             String(repeating: " ", count: max(0, width - text.count)) + text
         }
-        func ratio(_ value: Double, _ base: Double?, width: Int) -> String {
-            guard let base, base > 0 else { return padded("-", width) }
+        func ratio(_ value: Double?, _ base: Double?, width: Int) -> String {
+            guard let value, let base, base > 0 else { return padded("-", width) }
             return padded(String(format: "%.1f×", value / base), width)
         }
         var lines = [
@@ -87,7 +87,7 @@ struct ScaleCommand: ParsableCommand {
                         r.reschedulePerSecond ?? 0, r.bytesPerTimer, r.firesPerSecond, r.outOfOrder, r.early,
                         r.p50LatenessMicroseconds, r.p99LatenessMicroseconds,
                         ratio(r.addCancelPerSecond, gcd?.addCancelPerSecond, width: 14),
-                        ratio(r.reschedulePerSecond ?? 0, gcd?.reschedulePerSecond, width: 14),
+                        ratio(r.reschedulePerSecond, gcd?.reschedulePerSecond, width: 14),
                         ratio(r.bytesPerTimer, gcd?.bytesPerTimer, width: 9),
                         ratio(r.firesPerSecond, gcd?.firesPerSecond, width: 9)
                     ))
