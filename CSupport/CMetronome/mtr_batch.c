@@ -201,6 +201,7 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	batch->next = 0;
 	batch->count = count;
 	batch->live = count;
+	mtr_timerset_shrink_locked_(set); /* the scratch is no longer needed */
 	return true;
 }
 

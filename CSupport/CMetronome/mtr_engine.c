@@ -11,6 +11,11 @@
  * base needs no libevent locking and nothing waits for the firing thread: a
  * producer that makes a new earliest deadline calls timerfd_settime itself,
  * and destroy wakes the loop by expiring a timerfd.
+ *
+ * Shutdown may race every other call, and a callback may trigger it. The
+ * engine is freed by whichever thread lets go of it last (engine->holds):
+ * the firing thread on its way out, or a thread that was waiting in stop,
+ * destroy or cancel_sync, so nothing is read after it is freed.
  */
 #include "mtr_internal.h"
 
@@ -20,12 +25,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #define MTR_DEFAULT_LATE_THRESHOLD_NS 1000000
+/* An event base on epoll opens an epoll instance and a signal pipe. */
+#define MTR_BASE_DESCRIPTORS 3
 
 void
 mtr_engine_config_init(mtr_engine_config *config)
@@ -48,8 +54,8 @@ mtr_clock_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 		/* it_value 0 would disarm; a past deadline must still fire. */
 		if (target_ns < 1)
 			target_ns = 1;
-		spec.it_value.tv_sec = target_ns / 1000000000;
-		spec.it_value.tv_nsec = target_ns % 1000000000;
+		spec.it_value.tv_sec = target_ns / MTR_NS_PER_S;
+		spec.it_value.tv_nsec = target_ns % MTR_NS_PER_S;
 	}
 	if (state->set.clock == MTR_CLOCK_REALTIME)
 		flags |= TFD_TIMER_CANCEL_ON_SET;
@@ -93,15 +99,38 @@ mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock)
 		mtr_clock_set_fd_locked_(state, target_ns);
 }
 
-/* Spins, unlocked, until @clock reads @deadline_ns or the engine stops. */
+/* Tells the core it is in a spin-wait loop: a cheaper, friendlier spin. */
+static inline void
+mtr_spin_hint_(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/*
+ * Spins, unlocked, until @clock reads @deadline_ns, or until the clock's
+ * set changes at its top or the engine stops (mtr_engine_interrupt_spin_
+ * locked_): the timer spun for may be gone, or an earlier one may be due.
+ */
 static void
 mtr_engine_spin_until_locked_(mtr_engine *engine, mtr_clock_id clock,
     int64_t deadline_ns)
 {
+	uint32_t epoch = atomic_load_explicit(&engine->spin_epoch,
+	    memory_order_relaxed);
+	engine->spinning_clock = (int)clock;
 	pthread_mutex_unlock(&engine->lock);
-	while (mtr_clock_read_(clock) < deadline_ns)
-		__builtin_ia32_pause();
+	while (mtr_clock_read_(clock) < deadline_ns &&
+	    atomic_load_explicit(&engine->spin_epoch, memory_order_relaxed) ==
+	    epoch)
+		mtr_spin_hint_();
 	pthread_mutex_lock(&engine->lock);
+	engine->spinning_clock = -1;
 }
 
 /* Computes the tick of @entry, already out of the set; a repeating timer
@@ -116,16 +145,11 @@ mtr_engine_commit_locked_(mtr_engine *engine, mtr_clock_id clock,
 	struct mtr_timer *timer = &engine->timers[index];
 	int64_t missed = 0;
 
-	if (timer->period_ns > 0) {
-		/* Later deadlines whose windows have closed are skipped: the
-		 * firing stands for the last of them and reports how many it
-		 * skipped, never bursting. One whose window is still open is
-		 * not missed: it fires next. */
-		int64_t closed_ns = now_ns - (due_ns - timer->deadline_ns) -
-		    timer->deadline_ns;
-		if (closed_ns > 0)
-			missed = (closed_ns - 1) / timer->period_ns;
-	}
+	/* A firing stands for the latest deadline that has passed and
+	 * reports the earlier ones it covers as missed: firing for an earlier
+	 * one would leave the passed ones due, to fire back to back. */
+	if (timer->period_ns > 0 && now_ns > timer->deadline_ns)
+		missed = (now_ns - timer->deadline_ns) / timer->period_ns;
 	tick->scheduled_ns = timer->deadline_ns + missed * timer->period_ns;
 	tick->fired_ns = now_ns;
 	tick->missed = (uint64_t)missed;
@@ -205,6 +229,17 @@ mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 	return false;
 }
 
+/* Releases a context with the lock dropped: a release may call the engine. */
+static void
+mtr_engine_release_locked_(mtr_engine *engine, void *context)
+{
+	if (engine->config.on_release == NULL)
+		return;
+	pthread_mutex_unlock(&engine->lock);
+	engine->config.on_release(context);
+	pthread_mutex_lock(&engine->lock);
+}
+
 /*
  * One wake-up: fire, in key order, every timer whose window has opened.
  * Each callback runs unlocked; engine->running names it meanwhile so that
@@ -228,19 +263,17 @@ mtr_engine_fire_due_locked_(mtr_engine *engine, struct mtr_clock_state *state)
 			engine->counters.coalesced++;
 		void *context = engine->timers[entry.timer].context;
 		engine->running = tick.timer;
+		engine->running_context = context;
 
 		pthread_mutex_unlock(&engine->lock);
 		engine->config.on_fire(context, &tick);
 		pthread_mutex_lock(&engine->lock);
 
 		engine->running = 0;
+		engine->running_context = NULL;
 		if (engine->release_running) {
 			engine->release_running = false;
-			if (engine->config.on_release != NULL) {
-				pthread_mutex_unlock(&engine->lock);
-				engine->config.on_release(context);
-				pthread_mutex_lock(&engine->lock);
-			}
+			mtr_engine_release_locked_(engine, context);
 		}
 		if (engine->sync_waiters > 0)
 			pthread_cond_broadcast(&engine->callback_done);
@@ -285,54 +318,97 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&engine->lock);
 }
 
-/* Retires every timer and releases its context; the firing thread does it
- * on its way out, so no callback can be running. */
+/* Takes every timer out of every set at once, so that a cancel or destroy
+ * racing the drop finds its timer in no set. */
 static void
-mtr_engine_drop_timers_(mtr_engine *engine)
-{
-	for (;;) {
-		void *context = NULL;
-		bool found = false;
-
-		pthread_mutex_lock(&engine->lock);
-		for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-			engine->clocks[c].set.count = 0;
-		mtr_batch_free_(&engine->batch);
-		while (engine->timer_high_water > 0 && !found) {
-			struct mtr_timer *timer =
-			    &engine->timers[--engine->timer_high_water];
-			if (timer->generation & 1) {
-				context = timer->context;
-				found = true;
-				engine->counters.timers--;
-			}
-		}
-		engine->free_head = MTR_NOT_ARMED;
-		pthread_mutex_unlock(&engine->lock);
-		if (!found)
-			return;
-		if (engine->config.on_release != NULL)
-			engine->config.on_release(context);
-	}
-}
-
-static void
-mtr_engine_free_(mtr_engine *engine)
+mtr_engine_disarm_all_locked_(mtr_engine *engine)
 {
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		struct mtr_timerset *set = &engine->clocks[c].set;
+		for (uint32_t i = 0; i < set->count; i++)
+			engine->timers[set->entries[i].timer].heap_slot =
+			    MTR_NOT_ARMED;
+		set->count = 0;
+	}
+	struct mtr_batch *batch = &engine->batch;
+	for (uint32_t i = batch->next; i < batch->count; i++) {
+		struct mtr_timer *timer = &engine->timers[batch->entries[i].timer];
+		if (timer->heap_slot == MTR_IN_BATCH)
+			timer->heap_slot = MTR_NOT_ARMED;
+	}
+	mtr_batch_free_(batch);
+}
+
+/*
+ * Retires every timer and releases each context once; the firing thread
+ * does it on its way out, when no callback can be running. Each timer is
+ * retired under the lock before its context is released unlocked, so a
+ * concurrent destroy either retires it first (and releases it itself) or
+ * finds its id stale. Idempotent.
+ */
+void
+mtr_engine_drop_timers_(mtr_engine *engine)
+{
+	pthread_mutex_lock(&engine->lock);
+	mtr_engine_disarm_all_locked_(engine);
+	if (engine->release_running) {
+		/* Only in a forked child: the parent's firing thread was to
+		 * release it when the callback returned. */
+		engine->release_running = false;
+		mtr_engine_release_locked_(engine, engine->running_context);
+	}
+	engine->running_context = NULL;
+	for (uint32_t index = 0; index < engine->timer_high_water; index++) {
+		struct mtr_timer *timer = &engine->timers[index];
+		if ((timer->generation & 1) == 0)
+			continue;
+		void *context = timer->context;
+		timer->context = NULL;
+		timer->generation++;
+		engine->counters.timers--;
+		mtr_engine_release_locked_(engine, context);
+	}
+	/* Every id is stale from now on, so the memory can go. */
+	mtr_timer_array_free_(engine);
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
+		mtr_timerset_free_(&engine->clocks[c].set);
+	engine->dropped = true;
+	pthread_mutex_unlock(&engine->lock);
+}
+
+void
+mtr_engine_free_(mtr_engine *engine)
+{
+	mtr_fork_unregister_(engine);
+	/* In a forked child the base's epoll instance is the parent's:
+	 * removing our events from it would remove the parent's timerfds.
+	 * event_reinit gives the base an epoll of its own first; should it
+	 * fail, the base is left as it is (its descriptors close on exec). */
+	bool free_base = engine->base != NULL &&
+	    (!engine->inherited || event_reinit(engine->base) == 0);
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 		struct mtr_clock_state *state = &engine->clocks[c];
-		if (state->event != NULL)
+		if (state->event != NULL && free_base)
 			event_free(state->event);
 		if (state->fd >= 0)
 			close(state->fd);
 		mtr_timerset_free_(&state->set);
 	}
-	if (engine->base != NULL)
+	if (free_base)
 		event_base_free(engine->base);
-	free(engine->timers);
+	mtr_timer_array_free_(engine);
+	mtr_batch_free_(&engine->batch);
 	pthread_cond_destroy(&engine->callback_done);
 	pthread_mutex_destroy(&engine->lock);
 	free(engine);
+}
+
+/* Lets go of a hold; returns whether the caller must now free the engine:
+ * it was destroyed and nobody else can touch it any more. */
+bool
+mtr_engine_release_hold_locked_(mtr_engine *engine)
+{
+	return --engine->holds == 0 && engine->free_requested;
 }
 
 static bool
@@ -354,38 +430,48 @@ mtr_engine_thread_(void *arg)
 	mtr_engine_drop_timers_(engine);
 
 	pthread_mutex_lock(&engine->lock);
-	bool free_on_exit = engine->free_on_exit;
-	pthread_mutex_unlock(&engine->lock);
-	if (free_on_exit) {
-		pthread_detach(pthread_self());
-		mtr_engine_free_(engine);
+	/* Nobody is joining (stopped or destroyed from a callback): detach,
+	 * and let later stops see that the thread is done. */
+	bool detach = !engine->join_claimed;
+	if (detach) {
+		engine->join_claimed = true;
+		engine->joined = true;
+		pthread_cond_broadcast(&engine->callback_done);
 	}
+	bool free_now = mtr_engine_release_hold_locked_(engine);
+	pthread_mutex_unlock(&engine->lock);
+	if (detach)
+		pthread_detach(pthread_self());
+	if (free_now)
+		mtr_engine_free_(engine);
 	return NULL;
 }
 
 /*
- * libevent's epoll backend opens a socketpair for signals and, when it
- * cannot, exits the process (evsig_init_). Probing for the descriptors
- * first turns exhaustion into EMFILE here instead.
+ * libevent's epoll backend opens an epoll instance and a signal pipe and,
+ * when the pipe fails, exits the process (evsig_init_). Holding as many
+ * descriptors as it needs, and giving them back just before it runs, turns
+ * exhaustion into EMFILE here instead.
  */
 static int
-mtr_engine_probe_descriptors_(void)
+mtr_engine_reserve_descriptors_(int reserved[MTR_BASE_DESCRIPTORS])
 {
-	int pair[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
-		return errno;
-	int epoll = epoll_create1(EPOLL_CLOEXEC);
-	int rc = epoll < 0 ? errno : 0;
-	close(pair[0]);
-	close(pair[1]);
-	if (epoll >= 0)
-		close(epoll);
-	return rc;
+	for (int i = 0; i < MTR_BASE_DESCRIPTORS; i++) {
+		reserved[i] = eventfd(0, EFD_CLOEXEC);
+		if (reserved[i] < 0) {
+			int rc = errno;
+			while (i-- > 0)
+				close(reserved[i]);
+			return rc;
+		}
+	}
+	return 0;
 }
 
 static int
 mtr_engine_open_base_(mtr_engine *engine)
 {
+	int reserved[MTR_BASE_DESCRIPTORS];
 	int rc;
 	/* The timerfds first: they fail cleanly when descriptors run out. */
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
@@ -394,20 +480,25 @@ mtr_engine_open_base_(mtr_engine *engine)
 		if (engine->clocks[c].fd < 0)
 			return errno;
 	}
-	if ((rc = mtr_engine_probe_descriptors_()) != 0)
-		return rc;
 
 	struct event_config *config = event_config_new();
 	if (config == NULL)
 		return ENOMEM;
-	/* Without it libevent reads CLOCK_MONOTONIC_COARSE (1-4 ms). */
-	event_config_set_flag(config, EVENT_BASE_FLAG_PRECISE_TIMER);
+	/* No EVENT_BASE_FLAG_PRECISE_TIMER: the engine registers no libevent
+	 * timeout, and the flag costs a timerfd and a timerfd_settime before
+	 * every epoll_wait. */
 	event_config_set_flag(config, EVENT_BASE_FLAG_NOLOCK);
 	/* Edge-triggered events (epoll) or nothing: with poll an unread
 	 * timerfd would stay readable and spin the loop. EVENT_NOEPOLL and
 	 * friends in the environment must not change that. */
 	event_config_set_flag(config, EVENT_BASE_FLAG_IGNORE_ENV);
 	event_config_require_features(config, EV_FEATURE_ET | EV_FEATURE_O1);
+	if ((rc = mtr_engine_reserve_descriptors_(reserved)) != 0) {
+		event_config_free(config);
+		return rc;
+	}
+	for (int i = 0; i < MTR_BASE_DESCRIPTORS; i++)
+		close(reserved[i]);
 	errno = 0;
 	engine->base = event_base_new_with_config(config);
 	rc = errno;
@@ -453,21 +544,54 @@ mtr_engine_apply_thread_settings_(mtr_engine *engine)
 	}
 }
 
-static bool
-mtr_engine_config_valid_(const mtr_engine_config *config)
+/* Names the firing thread as top -H and gdb show it: the configured name,
+ * or metronome-N for the N-th engine of the process. */
+static void
+mtr_engine_name_thread_(mtr_engine *engine)
+{
+	static _Atomic uint32_t engines_created;
+	uint32_t number = atomic_fetch_add_explicit(&engines_created, 1,
+	    memory_order_relaxed) + 1;
+
+	if (engine->config.name != NULL && engine->config.name[0] != '\0')
+		snprintf(engine->info.name, sizeof(engine->info.name), "%s",
+		    engine->config.name);
+	else
+		snprintf(engine->info.name, sizeof(engine->info.name),
+		    "metronome-%u", number);
+	engine->config.name = NULL; /* the caller's string is not kept */
+	(void)pthread_setname_np(engine->thread, engine->info.name);
+}
+
+/* Which setting is out of range, or 0 for a valid configuration. */
+int
+mtr_engine_config_check(const mtr_engine_config *config,
+    mtr_engine_setting *out_setting)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+	mtr_engine_setting bad = MTR_SETTING_NONE;
 
-	return config->on_fire != NULL && config->realtime_priority >= 0 &&
-	    config->realtime_priority <= 99 && config->spin_ns >= 0 &&
-	    config->late_threshold_ns >= 0 && config->cpu >= -1 &&
-	    config->cpu < cpus && config->cpu < CPU_SETSIZE;
+	if (config->on_fire == NULL)
+		bad = MTR_SETTING_ON_FIRE;
+	else if (config->realtime_priority < 0 ||
+	    config->realtime_priority > MTR_REALTIME_PRIORITY_MAX)
+		bad = MTR_SETTING_REALTIME_PRIORITY;
+	else if (config->cpu < -1 || config->cpu >= cpus ||
+	    config->cpu >= CPU_SETSIZE)
+		bad = MTR_SETTING_CPU;
+	else if (config->spin_ns < 0 || config->spin_ns > MTR_SPIN_MAX_NS)
+		bad = MTR_SETTING_SPIN;
+	else if (config->late_threshold_ns < 0)
+		bad = MTR_SETTING_LATE_THRESHOLD;
+	*out_setting = bad;
+	return bad == MTR_SETTING_NONE ? 0 : EINVAL;
 }
 
 int
 mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 {
-	if (!mtr_engine_config_valid_(config))
+	mtr_engine_setting bad;
+	if (mtr_engine_config_check(config, &bad) != 0)
 		return EINVAL;
 	mtr_engine *engine = calloc(1, sizeof(*engine));
 	if (engine == NULL)
@@ -477,6 +601,8 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 		engine->config.late_threshold_ns =
 		    MTR_DEFAULT_LATE_THRESHOLD_NS;
 	engine->free_head = MTR_NOT_ARMED;
+	engine->spinning_clock = -1;
+	engine->holds = 1; /* the firing thread's */
 	pthread_mutex_init(&engine->lock, NULL);
 	pthread_cond_init(&engine->callback_done, NULL);
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
@@ -485,6 +611,7 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 		engine->clocks[c].armed_ns = INT64_MAX;
 		mtr_timerset_init_(&engine->clocks[c].set, (mtr_clock_id)c);
 	}
+	mtr_fork_register_(engine);
 
 	int rc = mtr_engine_open_base_(engine);
 	if (rc == 0)
@@ -494,6 +621,7 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 		mtr_engine_free_(engine);
 		return rc;
 	}
+	mtr_engine_name_thread_(engine);
 	mtr_engine_apply_thread_settings_(engine);
 	*out_engine = engine;
 	return 0;
@@ -504,19 +632,21 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 static bool
 mtr_engine_request_stop_locked_(mtr_engine *engine)
 {
-	if (pthread_equal(pthread_self(), engine->thread))
-		return true;
 	if (!engine->stopping) {
 		/* An expired timerfd stays readable, so this wake-up is never
 		 * lost whatever the loop is doing. */
 		mtr_clock_set_fd_locked_(&engine->clocks[MTR_CLOCK_MONOTONIC],
 		    1);
+		engine->stopping = true;
 	}
-	engine->stopping = true;
-	return false;
+	if (engine->spinning_clock >= 0)
+		mtr_engine_interrupt_spin_locked_(engine,
+		    (mtr_clock_id)engine->spinning_clock);
+	return pthread_equal(pthread_self(), engine->thread);
 }
 
-/* Joins the firing thread once, however many threads stop concurrently. */
+/* Waits, holding the engine, until the firing thread has finished: joins
+ * it once, however many threads stop concurrently. */
 static void
 mtr_engine_join_locked_(mtr_engine *engine)
 {
@@ -534,34 +664,47 @@ mtr_engine_join_locked_(mtr_engine *engine)
 	pthread_cond_broadcast(&engine->callback_done);
 }
 
+/*
+ * Stops the engine and, if @free_it, frees it once nobody holds it. From a
+ * callback of this engine it returns at once: the firing thread finishes
+ * the stop (and the free) when the callback returns. In a forked child
+ * there is no firing thread: the caller drops the timers itself.
+ */
+static void
+mtr_engine_shut_(mtr_engine *engine, bool free_it)
+{
+	pthread_mutex_lock(&engine->lock);
+	engine->free_requested |= free_it;
+	if (engine->inherited) {
+		pthread_mutex_unlock(&engine->lock);
+		mtr_engine_drop_timers_(engine);
+		if (free_it)
+			mtr_engine_free_(engine);
+		return;
+	}
+	if (mtr_engine_request_stop_locked_(engine)) {
+		pthread_mutex_unlock(&engine->lock);
+		return;
+	}
+	engine->holds++;
+	mtr_engine_join_locked_(engine);
+	bool free_now = mtr_engine_release_hold_locked_(engine);
+	pthread_mutex_unlock(&engine->lock);
+	if (free_now)
+		mtr_engine_free_(engine);
+}
+
 void
 mtr_engine_stop(mtr_engine *engine)
 {
-	pthread_mutex_lock(&engine->lock);
-	if (mtr_engine_request_stop_locked_(engine))
-		engine->stopping = true; /* the loop ends after this callback */
-	else
-		mtr_engine_join_locked_(engine);
-	pthread_mutex_unlock(&engine->lock);
+	mtr_engine_shut_(engine, false);
 }
 
 void
 mtr_engine_destroy(mtr_engine *engine)
 {
-	if (engine == NULL)
-		return;
-	pthread_mutex_lock(&engine->lock);
-	if (mtr_engine_request_stop_locked_(engine)) {
-		/* From a callback: the firing thread frees the engine on its
-		 * way out, once the callback has returned. */
-		engine->stopping = true;
-		engine->free_on_exit = true;
-		pthread_mutex_unlock(&engine->lock);
-		return;
-	}
-	mtr_engine_join_locked_(engine);
-	pthread_mutex_unlock(&engine->lock);
-	mtr_engine_free_(engine);
+	if (engine != NULL)
+		mtr_engine_shut_(engine, true);
 }
 
 int
@@ -573,6 +716,11 @@ mtr_engine_get_counters(mtr_engine *engine, mtr_counters *out_counters)
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
 		out_counters->armed += engine->clocks[c].set.count;
 	out_counters->armed += engine->batch.live;
+	out_counters->memory_bytes = mtr_timer_array_bytes_(engine) +
+	    (size_t)engine->batch.count * sizeof(*engine->batch.entries);
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
+		out_counters->memory_bytes +=
+		    mtr_timerset_bytes_(&engine->clocks[c].set);
 	pthread_mutex_unlock(&engine->lock);
 	return 0;
 }
@@ -590,10 +738,15 @@ mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock)
 	if (!mtr_clock_valid_(clock))
 		return EINVAL;
 	pthread_mutex_lock(&engine->lock);
-	engine->counters.clock_steps++;
-	/* Expire the timerfd now: the firing thread fires what is due and
-	 * re-arms for the rest. */
-	mtr_clock_set_fd_locked_(&engine->clocks[clock], 1);
+	/* Stopped, the timerfd is nobody's to move; in a forked child it is
+	 * the parent's. */
+	int rc = engine->stopping ? ESHUTDOWN : 0;
+	if (rc == 0) {
+		engine->counters.clock_steps++;
+		/* Expire the timerfd now: the firing thread fires what is due
+		 * and re-arms for the rest. */
+		mtr_clock_set_fd_locked_(&engine->clocks[clock], 1);
+	}
 	pthread_mutex_unlock(&engine->lock);
-	return 0;
+	return rc;
 }

@@ -7,6 +7,7 @@
 #include "CMetronome.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -15,7 +16,9 @@ struct event;
 struct event_base;
 
 #define MTR_CLOCK_COUNT 3
+#define MTR_PAGE 4096
 #define MTR_HUGE_PAGE (UINT32_C(2) << 20)
+#define MTR_NS_PER_S INT64_C(1000000000)
 
 /* heap_slot of a timer that is in no timer set. */
 #define MTR_NOT_ARMED UINT32_MAX
@@ -31,7 +34,8 @@ struct event_base;
  * One timer: 40 bytes. The latest acceptable firing time lives in the heap
  * entry, so leeway costs nothing here (leeway = due - deadline). A free slot
  * reuses heap_slot as the free-list link; generation is odd while the slot is
- * allocated and even while free, so a stale id never matches.
+ * allocated and even while free, so a stale id never matches. A slot whose
+ * generation would wrap is retired instead of reused (mtr_timer.c).
  */
 struct mtr_timer {
 	void *context;
@@ -64,7 +68,8 @@ mtr_entry_before_(const struct mtr_heap_entry *a, const struct mtr_heap_entry *b
 {
 	if (a->due_ns != b->due_ns)
 		return a->due_ns < b->due_ns;
-	/* Wrapping comparison: arm order stays right across 2^31 arms. */
+	/* Wrapping comparison: right while every armed order lies within
+	 * 2^31 of the next, which renumbering keeps true (mtr_timer.c). */
 	return (int32_t)(a->order - b->order) < 0;
 }
 
@@ -104,6 +109,12 @@ struct mtr_engine {
 	uint32_t timer_capacity;
 	uint32_t timer_high_water; /* slots ever handed out */
 	uint32_t free_head;        /* MTR_NOT_ARMED when empty */
+	/* The generation a slot starts from when the array grows back over
+	 * slots it gave up: above every id those slots ever had. */
+	uint32_t generation_floor;
+	/* The live timer count at which a destroy next checks whether the
+	 * timer array can shrink: halved at each check, raised with load. */
+	uint32_t shrink_check_at;
 	uint32_t next_order;
 
 	struct mtr_clock_state clocks[MTR_CLOCK_COUNT];
@@ -116,12 +127,29 @@ struct mtr_engine {
 	mtr_counters counters;
 
 	mtr_timer_id running;        /* the timer whose callback runs, or 0 */
+	void *running_context;
 	bool release_running;        /* it was destroyed while running */
 	bool stopping;
-	bool free_on_exit;           /* destroyed from one of its callbacks */
-	bool join_claimed;           /* a thread is joining the firing thread */
-	bool joined;
+	bool free_requested;         /* destroyed: the last holder frees it */
+	bool join_claimed;           /* a thread joins (or detached) the thread */
+	bool joined;                 /* the firing thread touches nothing more */
+	bool dropped;                /* every timer retired, contexts released */
+	/* Created before a fork, seen from the child: its descriptors and
+	 * thread belong to the parent (mtr_fork.c). */
+	bool inherited;
 	uint32_t sync_waiters;
+	/* Threads that may still touch the engine: the firing thread until it
+	 * exits, and callers blocked in stop, destroy or cancel_sync. The one
+	 * that drops it to 0 after a destroy frees the engine. */
+	uint32_t holds;
+
+	/* The clock the firing thread spins on, or -1; a change to that
+	 * clock's set, or a stop, bumps spin_epoch to end the spin early. */
+	int spinning_clock;
+	_Atomic uint32_t spin_epoch;
+
+	mtr_engine *fork_prev; /* the registry of live engines */
+	mtr_engine *fork_next;
 };
 
 /*
@@ -133,7 +161,7 @@ struct mtr_engine {
 static inline void
 mtr_advise_huge_(void *array, size_t bytes)
 {
-	const uintptr_t page = 4096;
+	const uintptr_t page = MTR_PAGE;
 	uintptr_t start = ((uintptr_t)array + page - 1) & ~(page - 1);
 	uintptr_t end = ((uintptr_t)array + bytes) & ~(page - 1);
 	if (end > start && end - start >= MTR_HUGE_PAGE)
@@ -148,6 +176,8 @@ int mtr_clock_posix_(mtr_clock_id clock);
 /* mtr_timerset.c: all called with the engine lock held. */
 void mtr_timerset_init_(struct mtr_timerset *set, mtr_clock_id clock);
 void mtr_timerset_free_(struct mtr_timerset *set);
+size_t mtr_timerset_bytes_(const struct mtr_timerset *set);
+void mtr_timerset_shrink_locked_(struct mtr_timerset *set);
 int mtr_timerset_push_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order);
 void mtr_timerset_erase_locked_(struct mtr_timerset *set,
@@ -194,10 +224,29 @@ mtr_slot_index_(uint32_t slot)
 void mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
 int64_t mtr_engine_wake_target_(const mtr_engine *engine,
     int64_t due_ns, int64_t deadline_ns);
+void mtr_engine_drop_timers_(mtr_engine *engine);
+bool mtr_engine_release_hold_locked_(mtr_engine *engine);
+void mtr_engine_free_(mtr_engine *engine);
+
+/* Ends a spin on @clock: its set changed, so the spun-for timer may be gone
+ * or an earlier one may have come. */
+static inline void
+mtr_engine_interrupt_spin_locked_(mtr_engine *engine, mtr_clock_id clock)
+{
+	if (engine->spinning_clock == (int)clock)
+		atomic_fetch_add_explicit(&engine->spin_epoch, 1,
+		    memory_order_relaxed);
+}
 
 /* mtr_timer.c */
 void mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer);
 int mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
     mtr_clock_id clock, int64_t due_ns);
+void mtr_timer_array_free_(mtr_engine *engine);
+size_t mtr_timer_array_bytes_(const mtr_engine *engine);
+
+/* mtr_fork.c: the registry that fork() handlers walk. */
+void mtr_fork_register_(mtr_engine *engine);
+void mtr_fork_unregister_(mtr_engine *engine);
 
 #endif /* MTR_INTERNAL_H */

@@ -8,11 +8,26 @@
  * callback that may still run is one already committed (and cancel_sync
  * waits for that one). Ids carry the slot's generation, so an id used after
  * destroy is refused instead of touching a reused slot.
+ *
+ * Nothing here wraps within a process's life. A slot that has spent its
+ * 2^31 generations is retired, never reused (40 bytes, after 2^31 reuses).
+ * Arm order is renumbered, keeping its sequence, before it spans 2^31, so
+ * the wrapping comparison of mtr_entry_before_ stays right for ever.
+ *
+ * Memory follows the load: the timer array gives back its free tail when
+ * no more than a quarter of it is in use (mtr_timer_shrink_locked_), and
+ * each heap halves when a quarter full (mtr_timerset.c).
  */
 #include "mtr_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+#define MTR_TIMERS_MIN 64
+/* Arm order is renumbered when it reaches this: from then on, orders span
+ * at most 2^30 (every armed timer) + 2^30 (arms until the next renumber). */
+#define MTR_ORDER_RENUMBER_AT (UINT32_C(1) << 30)
 
 static inline mtr_timer_id
 mtr_timer_id_make_(uint32_t index, uint32_t generation)
@@ -34,14 +49,8 @@ mtr_timer_lookup_locked_(mtr_engine *engine, mtr_timer_id id)
 }
 
 static int
-mtr_timer_grow_locked_(mtr_engine *engine)
+mtr_timer_resize_locked_(mtr_engine *engine, uint32_t capacity)
 {
-	if (engine->timer_capacity == MTR_MAX_TIMERS)
-		return ENOMEM;
-	uint32_t capacity = engine->timer_capacity ?
-	    engine->timer_capacity * 2 : 64;
-	if (capacity > MTR_MAX_TIMERS)
-		capacity = MTR_MAX_TIMERS;
 	struct mtr_timer *timers = realloc(engine->timers,
 	    (size_t)capacity * sizeof(*timers));
 	if (timers == NULL)
@@ -50,6 +59,131 @@ mtr_timer_grow_locked_(mtr_engine *engine)
 	engine->timers = timers;
 	engine->timer_capacity = capacity;
 	return 0;
+}
+
+static int
+mtr_timer_grow_locked_(mtr_engine *engine)
+{
+	if (engine->timer_capacity == MTR_MAX_TIMERS)
+		return ENOMEM;
+	uint32_t capacity = engine->timer_capacity ?
+	    engine->timer_capacity * 2 : MTR_TIMERS_MIN;
+	if (capacity > MTR_MAX_TIMERS)
+		capacity = MTR_MAX_TIMERS;
+	return mtr_timer_resize_locked_(engine, capacity);
+}
+
+/*
+ * Gives back the array's free tail once three quarters of it are unused.
+ * The free list is rebuilt in ascending order on the way, so new timers
+ * fill the low slots and the tail keeps draining: a check that could not
+ * shrink (a live timer high up) is likely to succeed at the next one.
+ * Dropped slots raise generation_floor above every id they ever had, so
+ * when the array grows back over them no stale id matches. A check costs
+ * O(capacity) and comes each time the live count halves (shrink_check_at),
+ * so a peak that drains costs O(log peak) per destroy at worst.
+ */
+static void
+mtr_timer_shrink_locked_(mtr_engine *engine)
+{
+	uint32_t capacity = engine->timer_capacity;
+	/* A batch being fired still reads the slots of its entries. */
+	if (engine->counters.timers > capacity / 4 ||
+	    capacity <= MTR_TIMERS_MIN || engine->batch.entries != NULL)
+		return;
+	uint32_t keep = engine->timer_high_water;
+	while (keep > 0 && (engine->timers[keep - 1].generation & 1) == 0)
+		keep--;
+	/* The dropped slots are free, so their generation is past every id
+	 * they handed out. */
+	for (uint32_t i = keep; i < engine->timer_high_water; i++) {
+		if (engine->timers[i].generation > engine->generation_floor)
+			engine->generation_floor = engine->timers[i].generation;
+	}
+	engine->timer_high_water = keep;
+	engine->free_head = MTR_NOT_ARMED;
+	for (uint32_t i = keep; i-- > 0;) {
+		struct mtr_timer *timer = &engine->timers[i];
+		/* Retired slots (generation spent) stay out of the list. */
+		if ((timer->generation & 1) == 0 && timer->generation != 0) {
+			timer->heap_slot = engine->free_head;
+			engine->free_head = i;
+		}
+	}
+	uint32_t target = capacity;
+	while (target / 2 >= keep && target / 2 >= MTR_TIMERS_MIN &&
+	    target / 2 >= engine->counters.timers * 2)
+		target /= 2;
+	if (target < capacity)
+		(void)mtr_timer_resize_locked_(engine, target);
+}
+
+void
+mtr_timer_array_free_(mtr_engine *engine)
+{
+	free(engine->timers);
+	engine->timers = NULL;
+	engine->timer_capacity = 0;
+	engine->timer_high_water = 0;
+	engine->free_head = MTR_NOT_ARMED;
+}
+
+size_t
+mtr_timer_array_bytes_(const mtr_engine *engine)
+{
+	return (size_t)engine->timer_capacity * sizeof(*engine->timers);
+}
+
+/* Orders arm order in its wrapping sense: as offsets from @base. */
+static int
+mtr_order_compare_(const void *a, const void *b, void *base)
+{
+	uint32_t x = **(uint32_t *const *)a - *(uint32_t *)base;
+	uint32_t y = **(uint32_t *const *)b - *(uint32_t *)base;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Gives every entry (heaps and batch) a new arm order, 0, 1, ... in its
+ * current sequence. The heaps and the batch depend on relative order only,
+ * so both stay valid without moving an entry.
+ */
+static int
+mtr_timer_renumber_locked_(mtr_engine *engine)
+{
+	size_t total = engine->batch.count;
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
+		total += engine->clocks[c].set.count;
+	uint32_t **orders = malloc((total + 1) * sizeof(*orders));
+	if (orders == NULL)
+		return ENOMEM;
+	uint32_t n = 0;
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		struct mtr_timerset *set = &engine->clocks[c].set;
+		for (uint32_t i = 0; i < set->count; i++)
+			orders[n++] = &set->entries[i].order;
+	}
+	for (uint32_t i = 0; i < engine->batch.count; i++)
+		orders[n++] = &engine->batch.entries[i].order;
+	/* Every order lies within 2^31 before the next one. */
+	uint32_t base = engine->next_order - (UINT32_C(1) << 31);
+	qsort_r(orders, n, sizeof(*orders), mtr_order_compare_, &base);
+	for (uint32_t i = 0; i < n; i++)
+		*orders[i] = i;
+	engine->next_order = n;
+	free(orders);
+	return 0;
+}
+
+/* The next arm order; renumbers first when the span nears 2^31. Should
+ * the renumbering find no memory, it is tried again at the next arm, with
+ * 2^31 - 2^30 arms to go before order could go wrong. */
+static uint32_t
+mtr_timer_next_order_locked_(mtr_engine *engine)
+{
+	if (engine->next_order >= MTR_ORDER_RENUMBER_AT)
+		(void)mtr_timer_renumber_locked_(engine);
+	return engine->next_order++;
 }
 
 int
@@ -67,7 +201,7 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 	} else if (engine->timer_high_water < engine->timer_capacity ||
 	    (rc = mtr_timer_grow_locked_(engine)) == 0) {
 		index = engine->timer_high_water++;
-		engine->timers[index].generation = 0;
+		engine->timers[index].generation = engine->generation_floor;
 	}
 	if (rc == 0) {
 		struct mtr_timer *timer = &engine->timers[index];
@@ -78,6 +212,9 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 		timer->period_ns = 0;
 		timer->sequence = 0;
 		engine->counters.timers++;
+		if (engine->counters.timers > 2 * (uint64_t)engine->shrink_check_at)
+			engine->shrink_check_at =
+			    (uint32_t)(engine->counters.timers / 2);
 		*out_timer = mtr_timer_id_make_(index, timer->generation);
 	}
 	pthread_mutex_unlock(&engine->lock);
@@ -98,8 +235,11 @@ mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer)
 	/* The timerfd is left as it is: an early wake-up finds nothing due
 	 * and re-arms, which is cheaper than a syscall on every cancel. */
 	mtr_clock_id clock = mtr_slot_clock_(timer->heap_slot);
+	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
+	if (heap_index == 0)
+		mtr_engine_interrupt_spin_locked_(engine, clock);
 	mtr_timerset_erase_locked_(&engine->clocks[clock].set, engine->timers,
-	    mtr_slot_index_(timer->heap_slot));
+	    heap_index);
 }
 
 int
@@ -108,9 +248,11 @@ mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
 {
 	struct mtr_clock_state *state = &engine->clocks[clock];
 	int rc = mtr_timerset_push_locked_(&state->set, engine->timers, index,
-	    due_ns, engine->next_order++);
+	    due_ns, mtr_timer_next_order_locked_(engine));
 	if (rc != 0)
 		return rc;
+	if (mtr_slot_index_(engine->timers[index].heap_slot) == 0)
+		mtr_engine_interrupt_spin_locked_(engine, clock);
 	/* Only a new earliest wake-up needs the timerfd moved; in a batch the
 	 * firing thread re-arms when the batch ends. */
 	if (!state->firing && mtr_engine_wake_target_(engine, due_ns,
@@ -131,7 +273,9 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	int rc = EINVAL;
 	pthread_mutex_lock(&engine->lock);
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
-	if (timer != NULL) {
+	if (timer != NULL && engine->stopping) {
+		rc = ESHUTDOWN;
+	} else if (timer != NULL) {
 		mtr_timer_disarm_locked_(engine, timer);
 		timer->deadline_ns = deadline_ns;
 		timer->period_ns = period_ns;
@@ -184,17 +328,25 @@ mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 int
 mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 {
+	bool free_now = false;
 	pthread_mutex_lock(&engine->lock);
 	int rc = mtr_timer_cancel_locked_(engine, id);
 	/* On the firing thread nothing else of ours can be running, and
-	 * waiting for ourselves would never end. */
-	if (rc == 0 && !pthread_equal(pthread_self(), engine->thread)) {
+	 * waiting for ourselves would never end. The wait holds the engine:
+	 * a callback may destroy it meanwhile, and then this thread, not the
+	 * firing one, may be the last to let go and free it. */
+	if (rc == 0 && engine->running == id &&
+	    !pthread_equal(pthread_self(), engine->thread)) {
+		engine->holds++;
 		engine->sync_waiters++;
 		while (engine->running == id)
 			pthread_cond_wait(&engine->callback_done, &engine->lock);
 		engine->sync_waiters--;
+		free_now = mtr_engine_release_hold_locked_(engine);
 	}
 	pthread_mutex_unlock(&engine->lock);
+	if (free_now)
+		mtr_engine_free_(engine);
 	return rc;
 }
 
@@ -217,15 +369,60 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 			release = timer->context;
 			must_release = true;
 		}
-		timer->generation++; /* now even: free */
 		timer->context = NULL;
-		timer->heap_slot = engine->free_head;
-		engine->free_head = (uint32_t)id;
+		/* Now even: free. At 0 the generations are spent and the slot
+		 * is retired: reused, it would bring back the ids of its
+		 * first life. */
+		if (++timer->generation != 0) {
+			timer->heap_slot = engine->free_head;
+			engine->free_head = (uint32_t)id;
+		}
 		engine->counters.timers--;
+		if (engine->counters.timers <= engine->shrink_check_at &&
+		    !engine->stopping) {
+			mtr_timer_shrink_locked_(engine);
+			engine->shrink_check_at =
+			    (uint32_t)(engine->counters.timers / 2);
+		}
 		rc = 0;
 	}
 	pthread_mutex_unlock(&engine->lock);
 	if (must_release && engine->config.on_release != NULL)
 		engine->config.on_release(release);
+	return rc;
+}
+
+int
+mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
+{
+	int rc = 0;
+	pthread_mutex_lock(&engine->lock);
+	if (engine->stopping) {
+		rc = ESHUTDOWN;
+	} else {
+		while (arms > 0) {
+			/* Up to the renumbering point in one step, then one
+			 * real arm, which renumbers as it would in use. */
+			uint64_t room = engine->next_order < MTR_ORDER_RENUMBER_AT ?
+			    MTR_ORDER_RENUMBER_AT - engine->next_order : 0;
+			uint64_t step = arms < room ? arms : room;
+			engine->next_order += (uint32_t)step;
+			arms -= step;
+			if (arms > 0) {
+				(void)mtr_timer_next_order_locked_(engine);
+				arms--;
+			}
+		}
+		/* A free slot ages up to its last generation, never past it. */
+		for (uint32_t i = 0; i < engine->timer_high_water; i++) {
+			struct mtr_timer *timer = &engine->timers[i];
+			if ((timer->generation & 1) != 0 || timer->generation == 0)
+				continue;
+			uint64_t aged = (uint64_t)timer->generation + 2 * (uint64_t)reuses;
+			timer->generation = aged < UINT32_MAX ? (uint32_t)aged :
+			    UINT32_MAX - 1;
+		}
+	}
+	pthread_mutex_unlock(&engine->lock);
 	return rc;
 }

@@ -26,10 +26,15 @@
  * Coalescing (the rule lives here and in the firing loop, mtr_engine.c):
  * the timerfd is armed at the smallest key (less a wake-up margin, see
  * mtr_engine_wake_target_), and each wake-up pops in key order
- * while the top's window has opened. For a fixed set of windows this
- * wakes at exactly the points of the greedy minimum interval stabbing, so
- * wake-ups are optimal; a timer whose window opened but whose key is behind
- * an unopened one fires at a later wake-up, still inside its window.
+ * while the top's window has opened. For a fixed set of windows, each
+ * shortened at its end by the wake-up margin, this wakes at exactly the
+ * points of the greedy minimum interval stabbing, the optimum for those
+ * windows; a timer whose window opened but whose key is behind an unopened
+ * one fires at a later wake-up, still inside its window.
+ *
+ * A heap halves when a quarter full and doubles when full, so memory taken
+ * for a peak is given back once the peak has passed, and no steady load
+ * resizes it back and forth.
  */
 #include "mtr_internal.h"
 
@@ -44,6 +49,7 @@
 /* Levels below the root of a heap of MTR_MAX_TIMERS (4^15 = 2^30). */
 #define MTR_HEAP_DEPTH 15
 #define MTR_CACHE_LINE 64
+#define MTR_HEAP_MIN 64
 
 static inline void
 mtr_heap_place_(struct mtr_timerset *set, struct mtr_timer *timers,
@@ -112,14 +118,16 @@ mtr_timerset_free_(struct mtr_timerset *set)
 	mtr_timerset_init_(set, set->clock);
 }
 
-static int
-mtr_timerset_grow_locked_(struct mtr_timerset *set)
+size_t
+mtr_timerset_bytes_(const struct mtr_timerset *set)
 {
-	uint32_t capacity = set->capacity ? set->capacity * 2 : 64;
-	if (capacity > MTR_MAX_TIMERS)
-		capacity = MTR_MAX_TIMERS;
-	if (capacity == set->count)
-		return ENOMEM;
+	return set->capacity ?
+	    ((size_t)set->capacity + MTR_ARITY) * sizeof(*set->entries) : 0;
+}
+
+static int
+mtr_timerset_resize_locked_(struct mtr_timerset *set, uint32_t capacity)
+{
 	/* aligned_alloc wants a multiple of the alignment: 64 entries are. */
 	size_t bytes = ((size_t)capacity + MTR_ARITY) * sizeof(*set->entries);
 	struct mtr_heap_entry *block = aligned_alloc(MTR_CACHE_LINE, bytes);
@@ -134,6 +142,28 @@ mtr_timerset_grow_locked_(struct mtr_timerset *set)
 	set->entries = block + MTR_HEAP_PAD;
 	set->capacity = capacity;
 	return 0;
+}
+
+static int
+mtr_timerset_grow_locked_(struct mtr_timerset *set)
+{
+	uint32_t capacity = set->capacity ? set->capacity * 2 : MTR_HEAP_MIN;
+	if (capacity > MTR_MAX_TIMERS)
+		capacity = MTR_MAX_TIMERS;
+	if (capacity == set->count)
+		return ENOMEM;
+	return mtr_timerset_resize_locked_(set, capacity);
+}
+
+void
+mtr_timerset_shrink_locked_(struct mtr_timerset *set)
+{
+	uint32_t capacity = set->capacity;
+	while (capacity > MTR_HEAP_MIN && set->count <= capacity / 4)
+		capacity /= 2;
+	/* Without memory for the smaller copy, the bigger one still works. */
+	if (capacity < set->capacity)
+		(void)mtr_timerset_resize_locked_(set, capacity);
 }
 
 int
@@ -156,8 +186,10 @@ mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
 {
 	timers[set->entries[index].timer].heap_slot = MTR_NOT_ARMED;
 	struct mtr_heap_entry last = set->entries[--set->count];
-	if (index == set->count)
+	if (index == set->count) {
+		mtr_timerset_shrink_locked_(set);
 		return;
+	}
 	/*
 	 * The last entry moves into the hole. It can belong above the hole
 	 * (it came from another subtree) or below it, never both, so one of
@@ -168,6 +200,7 @@ mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
 		mtr_heap_sift_up_(set, timers, index, last);
 	else
 		mtr_heap_sift_down_(set, timers, index, last);
+	mtr_timerset_shrink_locked_(set);
 }
 
 const struct mtr_heap_entry *

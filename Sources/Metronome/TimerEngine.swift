@@ -15,7 +15,12 @@ import Glibc
 /// ```
 ///
 /// An engine stops when it is shut down or released. Every timer on it is then disarmed
-/// and its handler released; a timer scheduled later on it returns `false`.
+/// and its handler released; a timer scheduled later on it returns `false`. Shutting down
+/// may race any call on any thread and may happen inside a handler.
+///
+/// In a process forked from the one that created it, an engine is dead: its timers do not
+/// fire and scheduling on it returns `false`, and nothing touches the descriptors it shares
+/// with the parent. ``shared`` is a new engine in the child.
 public final class TimerEngine: Sendable {
     /// How an engine's firing thread runs.
     public struct Configuration: Sendable, Hashable {
@@ -25,23 +30,34 @@ public final class TimerEngine: Sendable {
         /// A CPU to pin the firing thread to, or `nil`.
         public var cpu: Int?
         /// Wake up this much before each deadline and spin to it: lower jitter, paid in CPU.
+        /// At most ``maximumSpinWindow``; a cancel, an earlier timer or a shutdown ends a spin
+        /// at once.
         public var spinWindow: Duration
         /// A firing later than its leeway window by more than this counts in
         /// ``Counters/late``.
         public var lateThreshold: Duration
+        /// The firing thread's name, as `top -H` and debuggers show it (cut to 15 bytes);
+        /// `nil` names it `metronome-N`.
+        public var name: String?
+
+        /// The longest ``spinWindow``: past a wake-up's worst latency a spin buys no
+        /// precision, only CPU.
+        public static let maximumSpinWindow = Duration.nanoseconds(Int64(MTR_SPIN_MAX_NS))
 
         /// Creates a configuration; the defaults are normal scheduling, no affinity, no spin
-        /// window and a 1 ms late threshold.
+        /// window, a 1 ms late threshold and a numbered thread name.
         public init(
             realtimePriority: Int? = nil,
             cpu: Int? = nil,
             spinWindow: Duration = .zero,
-            lateThreshold: Duration = .milliseconds(1)
+            lateThreshold: Duration = .milliseconds(1),
+            name: String? = nil
         ) {
             self.realtimePriority = realtimePriority
             self.cpu = cpu
             self.spinWindow = spinWindow
             self.lateThreshold = lateThreshold
+            self.name = name
         }
     }
 
@@ -64,6 +80,8 @@ public final class TimerEngine: Sendable {
         /// Firings drained from a sorted batch: a burst that made a large share of the
         /// armed timers due at once.
         public var batched: UInt64
+        /// Bytes the engine holds for its timers; given back as they are destroyed.
+        public var memoryBytes: UInt64
     }
 
     /// How the requested thread settings turned out.
@@ -76,12 +94,24 @@ public final class TimerEngine: Sendable {
         public var cpu: Int?
         /// Why a requested CPU affinity was refused, or `nil`.
         public var cpuRefusal: TimerError?
+        /// The firing thread's name.
+        public var threadName: String
     }
 
     /// The engine every timer uses unless told otherwise, created on first use.
     ///
-    /// Should it fail to start (no descriptors left), timers on it refuse to schedule.
-    public static let shared = TimerEngine(orUnavailable: Configuration())
+    /// Should it fail to start (no descriptors left), timers on it refuse to schedule. In a
+    /// forked child it is a new engine, created on first use there.
+    public static var shared: TimerEngine {
+        Self.sharedEngine.withLockedValue { engine in
+            if let engine, !engine.isInherited { return engine }
+            let fresh = TimerEngine(orUnavailable: Configuration())
+            engine = fresh
+            return fresh
+        }
+    }
+
+    private static let sharedEngine = LockedBox<TimerEngine?>(nil)
 
     /// The configuration the engine was created with.
     public let configuration: Configuration
@@ -92,8 +122,10 @@ public final class TimerEngine: Sendable {
     /// Starts an engine and its firing thread.
     ///
     /// - Parameter configuration: How the firing thread runs.
-    /// - Throws: ``TimerError`` with `EINVAL` for a priority outside 1...99, a CPU outside
-    ///   the machine or a negative duration; `EMFILE`/`ENFILE` when descriptors run out.
+    /// - Throws: ``TimerError`` with `EINVAL`, naming the setting and its range, for a
+    ///   priority outside 1...99, a CPU outside the machine, a spin window outside
+    ///   0...``Configuration/maximumSpinWindow`` or a late threshold that is not positive;
+    ///   `EMFILE`/`ENFILE` when descriptors run out (an engine needs six).
     ///   The corresponding C function is `mtr_engine_create`.
     public init(configuration: Configuration = Configuration()) throws(TimerError) {
         self.configuration = configuration
@@ -106,20 +138,45 @@ public final class TimerEngine: Sendable {
     }
 
     private static func start(_ configuration: Configuration) throws(TimerError) -> OpaquePointer? {
-        if configuration.realtimePriority == 0 || configuration.lateThreshold <= .zero {
-            throw TimerError(code: EINVAL, operation: "mtr_engine_create")
-        }
         var config = mtr_engine_config()
         mtr_engine_config_init(&config)
         config.on_fire = engineFire
         config.on_release = engineRelease
         config.spin_ns = configuration.spinWindow.saturatingNanoseconds
         config.late_threshold_ns = configuration.lateThreshold.saturatingNanoseconds
-        config.realtime_priority = CInt(clamping: configuration.realtimePriority ?? 0)
+        // 0 would mean "none" to the core; out of range here, as `nil` is the way to say it.
+        config.realtime_priority = configuration.realtimePriority.map { $0 > 0 ? CInt(clamping: $0) : -1 } ?? 0
         config.cpu = CInt(clamping: configuration.cpu ?? -1)
+        var setting = mtr_engine_setting.MTR_SETTING_NONE
+        if mtr_engine_config_check(&config, &setting) != 0 || configuration.lateThreshold <= .zero {
+            throw TimerError(code: EINVAL, operation: Self.refusal(of: setting, in: configuration))
+        }
         var engine: OpaquePointer?
-        try coreCall("mtr_engine_create") { mtr_engine_create(&config, &engine) }
+        let code = (configuration.name ?? "").withCString { name in
+            config.name = configuration.name == nil ? nil : name
+            return mtr_engine_create(&config, &engine)
+        }
+        try coreCall("mtr_engine_create") { code }
         return engine
+    }
+
+    /// Names the setting that `mtr_engine_config_check` refused, and its range.
+    private static func refusal(of setting: mtr_engine_setting, in configuration: Configuration) -> String {
+        switch setting {
+        case .MTR_SETTING_REALTIME_PRIORITY:
+            "realtimePriority \(configuration.realtimePriority ?? 0) is outside 1...\(MTR_REALTIME_PRIORITY_MAX)"
+        case .MTR_SETTING_CPU:
+            "cpu \(configuration.cpu ?? -1) is outside 0..<\(sysconf(Int32(_SC_NPROCESSORS_CONF)))"
+        case .MTR_SETTING_SPIN:
+            "spinWindow \(configuration.spinWindow) is outside 0...\(Configuration.maximumSpinWindow)"
+        case .MTR_SETTING_LATE_THRESHOLD, .MTR_SETTING_NONE, .MTR_SETTING_ON_FIRE:
+            "lateThreshold \(configuration.lateThreshold) is not positive"
+        }
+    }
+
+    /// Created before a fork, seen from the child: dead here.
+    private var isInherited: Bool {
+        self.raw.map { mtr_engine_is_inherited($0) != 0 } ?? false
     }
 
     deinit {
@@ -147,7 +204,8 @@ public final class TimerEngine: Sendable {
             armed: raw.armed,
             coalesced: raw.coalesced,
             clockSteps: raw.clock_steps,
-            batched: raw.batched
+            batched: raw.batched,
+            memoryBytes: raw.memory_bytes
         )
     }
 
@@ -161,7 +219,8 @@ public final class TimerEngine: Sendable {
                 ? TimerError(code: info.realtime_error, operation: "pthread_setschedparam") : nil,
             cpu: info.cpu >= 0 ? Int(info.cpu) : nil,
             cpuRefusal: info.cpu_error != 0
-                ? TimerError(code: info.cpu_error, operation: "pthread_setaffinity_np") : nil
+                ? TimerError(code: info.cpu_error, operation: "pthread_setaffinity_np") : nil,
+            threadName: withUnsafeBytes(of: info.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         )
     }
 

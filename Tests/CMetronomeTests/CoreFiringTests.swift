@@ -65,8 +65,8 @@ extension CoreContractTests {
         }
 
         /// A callback that overruns by 3.5 periods: deadlines k+1...k+3 pass meanwhile. The
-        /// next tick stands for k+3 and reports k+1 and k+2 as missed (their windows
-        /// closed); the tick after it is k+4: no burst of passed deadlines.
+        /// next tick stands for k+3 and reports k+1 and k+2 as missed; the tick after it is
+        /// k+4: no burst of passed deadlines.
         @Test(.timeLimit(.minutes(1)))
         func overrunSkipsPassedDeadlinesWithoutBurst() throws {
             let engine = try Engine()
@@ -101,9 +101,8 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
-        /// A repeating timer with leeway (0...period is allowed) keeps the schedule contract:
-        /// a firing inside its window (leeway = period included) is timely and misses
-        /// nothing, so the timer keeps its rate.
+        /// A repeating timer with leeway (0...period is allowed) keeps the schedule contract
+        /// and its rate.
         @Test(.timeLimit(.minutes(1)), arguments: [0, 5 * Time.ms, 10 * Time.ms])
         func repeatingWithLeewayKeepsTheScheduleContract(leeway: Int64) throws {
             let engine = try Engine()
@@ -118,11 +117,34 @@ extension CoreContractTests {
             for firing in firings {
                 #expect(firing.fired <= firing.scheduled + leeway + Bounds.lateSlackNs)
             }
-            // Exact: missed is the count of later windows closed at each firing, so a timer
-            // that fires inside its windows reports none and loses no period.
-            expectScheduleContract(firings, start: start, period: period, leeway: leeway)
+            expectScheduleContract(firings, start: start, period: period)
             let missed = firings.reduce(0) { $0 + $1.missed }
             print("leeway \(leeway / Time.ms) ms: \(firings.count) firings, \(missed) periods missed")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// Started 23 ms in the past with a 10 ms period and 5 ms leeway, the deadline at
+        /// -3 ms has passed although its window is still open: the first tick stands for it,
+        /// reporting the two before as missed, and the next one waits for +7 ms. Firing for
+        /// -13 ms instead left -3 ms due, to fire back to back in the same wake-up.
+        @Test(.timeLimit(.minutes(1)))
+        func lateStartWithLeewayFiresOnceForEveryPassedDeadline() throws {
+            let engine = try Engine()
+            let probe = try engine.makeTimer()
+            let period = 10 * Time.ms
+            let start = Time.monotonic() - 23 * Time.ms
+            try #require(probe.armRepeating(start: start, period: period, leeway: 5 * Time.ms) == 0)
+            #expect(engine.waitFirings(2))
+            #expect(probe.cancelSync() == 0)
+
+            let firings = engine.firings
+            try #require(firings.count >= 2)
+            let late = firings[0]
+            #expect(late.sequence >= 2 && late.missed == late.sequence, "\(late)")
+            #expect(firings[1].scheduled > late.fired, "a passed deadline fired after the late tick")
+            #expect(firings[1].fired - late.fired >= 5 * Time.ms, "two ticks back to back")
+            expectScheduleContract(firings, start: start, period: period)
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
@@ -381,12 +403,11 @@ extension CoreContractTests {
 /// The schedule contract of a repeating timer, exactly, as the header states it:
 /// - a tick stands for deadline start + sequence·period (the latest one it covers);
 /// - each tick's sequence is the previous one's + its own missed + 1 (the first: missed);
-/// - the deadlines it skipped had closed windows (deadline + leeway < fired) and the next
-///   one's had not, so nothing bursts: fired <= scheduled + period + leeway, and with
-///   missed > 0, scheduled + leeway < fired;
+/// - it stands for the latest deadline that had passed when it fired, so the next one had
+///   not: scheduled <= fired < scheduled + period, and nothing bursts;
 /// - never early.
 func expectScheduleContract(
-    _ firings: [FiredTick], start: Int64, period: Int64, leeway: Int64 = 0,
+    _ firings: [FiredTick], start: Int64, period: Int64,
     sourceLocation: SourceLocation = #_sourceLocation
 ) {
     var wrongDeadline = 0
@@ -403,10 +424,8 @@ func expectScheduleContract(
             wrongSequence += 1
             problems.append("tick \(i) has sequence \(firing.sequence), want \(expected)")
         }
-        // The next deadline's window was still open; a skipped one's was closed.
-        let nextOpen = firing.fired <= firing.scheduled + period + leeway
-        let skippedClosed = firing.missed == 0 || firing.scheduled + leeway < firing.fired
-        if !nextOpen || !skippedClosed {
+        // Every passed deadline is covered; the next one had not passed.
+        if firing.fired >= firing.scheduled + period {
             wrongMissed += 1
             problems.append(
                 "tick \(i) fired \(firing.fired - firing.scheduled) ns after its deadline with missed \(firing.missed)")
@@ -415,6 +434,6 @@ func expectScheduleContract(
     let first = problems.prefix(3).joined(separator: "; ")
     #expect(wrongDeadline == 0, "\(wrongDeadline) ticks off the schedule; \(first)", sourceLocation: sourceLocation)
     #expect(wrongSequence == 0, "\(wrongSequence) ticks not at previous + missed + 1; \(first)", sourceLocation: sourceLocation)
-    #expect(wrongMissed == 0, "\(wrongMissed) ticks whose missed is not the closed windows; \(first)", sourceLocation: sourceLocation)
+    #expect(wrongMissed == 0, "\(wrongMissed) ticks not for the latest passed deadline; \(first)", sourceLocation: sourceLocation)
     expectNeverEarly(firings, sourceLocation: sourceLocation)
 }

@@ -295,6 +295,8 @@ final class Probe: @unchecked Sendable {
     let action: (@Sendable (Callback) -> Void)?
     /// Written once before the timer is armed; the engine lock orders it before callbacks.
     var id: mtr_timer_id = 0
+    /// Runs inside the release, after it is logged; set before anything can release it.
+    var onRelease: (@Sendable (Probe) -> Void)?
 
     let fires = Atomic<Int>(0)
     let releases = Atomic<Int>(0)
@@ -342,6 +344,7 @@ final class Probe: @unchecked Sendable {
             if count > 1 { log.violations.append("probe \(index): released \(count) times") }
             log.releases.append(Release(probe: index, atNs: atNs))
         }
+        onRelease?(self)
         if count == 1 { Unmanaged.passUnretained(self).release() }
     }
 
@@ -479,6 +482,9 @@ final class Engine: @unchecked Sendable {
 
     /// For a test whose callback destroyed the engine itself.
     func markDestroyed() { destroyed.store(true, ordering: .releasing) }
+
+    /// Stops the engine from the calling thread; the handle stays valid.
+    func stop() { mtr_engine_stop(handle) }
 
     /// Waits until `count` firings are logged.
     @discardableResult

@@ -12,6 +12,12 @@
  * Timers are named by a 64-bit id that carries a generation, so an id used
  * after mtr_timer_destroy() is answered with EINVAL, never a use-after-free.
  * Times are nanoseconds on the named clock, as clock_gettime() reads it.
+ *
+ * Lifetime: mtr_engine_stop() may race every other call on the engine and
+ * may be called from a callback; afterwards calls return errors, never
+ * touch freed memory. In a process forked from the one that created an
+ * engine, the engine is dead: it arms nothing and touches none of the
+ * descriptors it shares with the parent; create a new engine there.
  */
 #ifndef CMETRONOME_H
 #define CMETRONOME_H
@@ -58,6 +64,27 @@ typedef void (*mtr_fire_fn)(void *_Nullable context,
 /* Called exactly once per timer context, after its last callback. */
 typedef void (*mtr_release_fn)(void *_Nullable context);
 
+/* Bounds of the configuration, checked by mtr_engine_config_check(). */
+enum {
+	/* The highest SCHED_FIFO priority Linux grants. */
+	MTR_REALTIME_PRIORITY_MAX = 99,
+	/* The longest spin window: past a wake-up's worst latency a spin
+	 * buys no precision, only CPU. */
+	MTR_SPIN_MAX_NS = 1000000,
+	/* Bytes of a thread name, as pthread_setname_np takes it. */
+	MTR_THREAD_NAME_MAX = 16,
+};
+
+/* A field of mtr_engine_config, as mtr_engine_config_check() names it. */
+typedef enum __attribute__((enum_extensibility(closed))) mtr_engine_setting {
+	MTR_SETTING_NONE = 0,
+	MTR_SETTING_ON_FIRE = 1,
+	MTR_SETTING_REALTIME_PRIORITY = 2,
+	MTR_SETTING_CPU = 3,
+	MTR_SETTING_SPIN = 4,
+	MTR_SETTING_LATE_THRESHOLD = 5,
+} mtr_engine_setting;
+
 typedef struct mtr_engine_config {
 	/* Required: the callback of every timer of this engine. One function
 	 * per engine keeps a timer at 40 bytes; dispatch on the context. */
@@ -69,16 +96,32 @@ typedef struct mtr_engine_config {
 	/* -1: no affinity; otherwise pin the firing thread to this CPU. */
 	int cpu;
 	/* 0: sleep until the deadline. Otherwise wake this much early and
-	 * spin to the deadline: lower jitter for one core's worth of CPU. */
+	 * spin to the deadline: lower jitter for one core's worth of CPU.
+	 * 0...MTR_SPIN_MAX_NS. A cancel, an earlier timer or a stop ends a
+	 * spin at once. */
 	int64_t spin_ns;
 	/* A firing later than its window by more than this counts as late;
 	 * 0 means the default of 1 ms. */
 	int64_t late_threshold_ns;
+	/* The firing thread's name (cut to 15 bytes), or NULL for
+	 * metronome-N; read during mtr_engine_create() only. */
+	const char *_Nullable name;
 } mtr_engine_config;
 
 /* Fills @config with the defaults: no callbacks, no RT priority, no
- * affinity, no spin window, 1 ms late threshold. */
+ * affinity, no spin window, 1 ms late threshold, a numbered thread name. */
 void mtr_engine_config_init(mtr_engine_config *config);
+
+/**
+ * mtr_engine_config_check - check a configuration before creating with it
+ * @out_setting: receives the first setting out of range, or
+ * MTR_SETTING_NONE
+ *
+ * Context: any thread.
+ * Return: 0, or EINVAL when a setting is out of range.
+ */
+int mtr_engine_config_check(const mtr_engine_config *config,
+    mtr_engine_setting *out_setting);
 
 /* Counters, readable at any time; each a snapshot under the engine lock. */
 typedef struct mtr_counters {
@@ -91,6 +134,7 @@ typedef struct mtr_counters {
 	uint64_t clock_steps;    /* wall-clock steps noticed */
 	uint64_t timers;         /* timers created and not yet destroyed */
 	uint64_t batched;        /* firings drained from a sorted burst batch */
+	uint64_t memory_bytes;   /* held for timers, heaps and the batch */
 } mtr_counters;
 
 /* How the firing thread's requested settings turned out. Each *_error is 0
@@ -101,6 +145,7 @@ typedef struct mtr_engine_info {
 	int cpu;               /* pinned CPU, -1 if none */
 	int cpu_error;
 	int64_t spin_ns;
+	char name[MTR_THREAD_NAME_MAX]; /* the firing thread's name */
 } mtr_engine_info;
 
 /**
@@ -111,11 +156,13 @@ typedef struct mtr_engine_info {
  * A refused SCHED_FIFO priority or CPU affinity is not an error: the engine
  * runs without it and mtr_engine_get_info() reports why.
  *
+ * An engine needs six descriptors: one timerfd per clock, an epoll
+ * instance and a pipe.
+ *
  * Context: any thread.
- * Return: 0; EINVAL for a NULL on_fire, a priority outside 0...99, a
- * negative spin window or late threshold, or a CPU outside the machine;
- * EMFILE/ENFILE when descriptors run out; ENOMEM; or the error of
- * pthread_create.
+ * Return: 0; EINVAL for a configuration mtr_engine_config_check() refuses;
+ * EMFILE/ENFILE when descriptors run out, however few are left; ENOMEM;
+ * or the error of pthread_create.
  */
 int mtr_engine_create(const mtr_engine_config *config,
     mtr_engine *_Nullable *_Nonnull out_engine);
@@ -125,11 +172,14 @@ int mtr_engine_create(const mtr_engine_config *config,
  * @engine: an engine
  *
  * Waits for a running callback to return, joins the firing thread, drops
- * every timer and releases every remaining context exactly once. Afterwards
- * every timer id is stale (EINVAL) and mtr_timer_create() answers
- * ESHUTDOWN, so other threads racing the stop get errors, never a freed
- * engine. From inside a callback it returns at once; the firing thread
- * drops the timers when the callback returns. Idempotent.
+ * every timer and releases every remaining context exactly once, and gives
+ * back the memory they took. Calls racing the stop from other threads get
+ * ESHUTDOWN or EINVAL; afterwards every timer id is stale (EINVAL) and
+ * mtr_timer_create() and the arm calls answer ESHUTDOWN. From inside a
+ * callback it returns at once; the firing thread drops the timers when the
+ * callback returns. In a forked child it drops the inherited timers,
+ * releasing their contexts, without touching the parent's descriptors.
+ * Idempotent.
  *
  * Context: any thread, including a callback of this engine.
  */
@@ -139,13 +189,23 @@ void mtr_engine_stop(mtr_engine *engine);
  * mtr_engine_destroy - stop the engine and free it
  * @engine: an engine, or NULL (a no-op)
  *
- * mtr_engine_stop(), then frees the engine. From inside a callback of this
- * engine it returns at once and the firing thread frees the engine when the
- * callback returns. The engine must not be used after this call.
+ * mtr_engine_stop(), then frees the engine once no thread is blocked in
+ * it (in mtr_engine_stop() or mtr_timer_cancel_sync()): the last of them
+ * frees it. From inside a callback of this engine it returns at once and
+ * the firing thread frees the engine when the callback returns. The engine
+ * must not be used after this call.
  *
  * Context: any thread, including a callback of this engine.
  */
 void mtr_engine_destroy(mtr_engine *_Nullable engine);
+
+/**
+ * mtr_engine_is_inherited - whether @engine is a dead copy from a parent
+ *
+ * Context: any thread.
+ * Return: 1 in a forked child for an engine the parent created, else 0.
+ */
+int mtr_engine_is_inherited(const mtr_engine *engine);
 
 /**
  * mtr_engine_get_counters - read the engine's counters
@@ -169,7 +229,8 @@ int mtr_engine_get_info(mtr_engine *engine, mtr_engine_info *out_info);
  * the clock cannot be set. Due timers fire, the rest are re-armed.
  *
  * Context: any thread.
- * Return: 0, or EINVAL for an unknown clock.
+ * Return: 0, EINVAL for an unknown clock, or ESHUTDOWN once stopped (and
+ * in a forked child).
  */
 int mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock);
 
@@ -178,7 +239,8 @@ int mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock);
  * @context: handed to on_fire and, once, to on_release
  *
  * Context: any thread, including a callback.
- * Return: 0, ENOMEM, or ESHUTDOWN once the engine is being destroyed.
+ * Return: 0, ENOMEM, or ESHUTDOWN once the engine is stopping (and in a
+ * forked child).
  */
 int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
     mtr_timer_id *out_timer);
@@ -193,7 +255,8 @@ int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
  *
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock or a negative value;
- * EOVERFLOW when deadline + leeway does not fit in 63 bits.
+ * EOVERFLOW when deadline + leeway does not fit in 63 bits; ESHUTDOWN once
+ * the engine is stopping (and in a forked child).
  */
 int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t deadline_ns, int64_t leeway_ns);
@@ -211,7 +274,8 @@ int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock, a period <= 0, a
  * negative start or leeway, or a leeway longer than the period; EOVERFLOW
- * when start + leeway does not fit in 63 bits.
+ * when start + leeway does not fit in 63 bits; ESHUTDOWN once the engine
+ * is stopping (and in a forked child).
  */
 int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t start_ns, int64_t period_ns,
@@ -247,12 +311,27 @@ int mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id timer);
  *
  * Never waits. If the timer's callback is running, the context is released
  * when that callback returns; otherwise before this call returns. The id is
- * stale afterwards.
+ * stale afterwards, for good: a slot is reused under a new generation, and
+ * retired rather than reused once its 2^31 generations are spent.
  *
  * Context: any thread, including the timer's own callback.
  * Return: 0, or EINVAL for a stale id.
  */
 int mtr_timer_destroy(mtr_engine *engine, mtr_timer_id timer);
+
+/**
+ * mtr_engine_age_for_testing - skip ahead the engine's counters, for tests
+ * @arms: arm operations to count as done (arm order advances by this much)
+ * @reuses: create/destroy cycles to count as done on every free slot
+ *
+ * Lets a test reach the wrap-around of arm order and slot generations in
+ * microseconds instead of hours. Never needed otherwise.
+ *
+ * Context: any thread.
+ * Return: 0, or ESHUTDOWN once stopped.
+ */
+int mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms,
+    uint32_t reuses);
 
 /**
  * mtr_clock_now - read a clock

@@ -1,0 +1,99 @@
+/*
+ * fork(): what a child may do with the engines it inherits.
+ *
+ * A child gets a copy of every engine's memory but not its firing thread,
+ * and it shares the engine's descriptors with the parent: the same timerfds
+ * and the same epoll instance. Arming a timer there would move the parent's
+ * wake-up; freeing the event base would remove the parent's timerfds from
+ * their shared epoll set. So an engine is dead in the child: it arms
+ * nothing, cancel and destroy only edit the child's memory, and destroying
+ * it gives libevent a fresh backend first (event_reinit) so that nothing
+ * reaches the parent's epoll set.
+ *
+ * The handlers hold every live engine's lock across fork(), so the child
+ * never inherits a lock taken by a thread that does not exist there. Lock
+ * order: the registry, then each engine.
+ */
+#include "mtr_internal.h"
+
+static pthread_mutex_t mtr_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static mtr_engine *mtr_registry_head;
+static pthread_once_t mtr_handlers_once = PTHREAD_ONCE_INIT;
+
+static void
+mtr_fork_prepare_(void)
+{
+	pthread_mutex_lock(&mtr_registry_lock);
+	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next)
+		pthread_mutex_lock(&e->lock);
+}
+
+static void
+mtr_fork_parent_(void)
+{
+	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next)
+		pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&mtr_registry_lock);
+}
+
+static void
+mtr_fork_child_(void)
+{
+	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
+		e->inherited = true;
+		e->stopping = true;
+		/* No firing thread here: nothing runs, nobody waits or joins. */
+		e->running = 0;
+		e->sync_waiters = 0;
+		e->holds = 0;
+		e->join_claimed = true;
+		e->joined = true;
+		e->spinning_clock = -1;
+		/* Waiters of the parent's threads may be recorded in it. */
+		pthread_cond_init(&e->callback_done, NULL);
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&mtr_registry_lock);
+}
+
+static void
+mtr_fork_install_(void)
+{
+	(void)pthread_atfork(mtr_fork_prepare_, mtr_fork_parent_,
+	    mtr_fork_child_);
+}
+
+void
+mtr_fork_register_(mtr_engine *engine)
+{
+	pthread_once(&mtr_handlers_once, mtr_fork_install_);
+	pthread_mutex_lock(&mtr_registry_lock);
+	engine->fork_prev = NULL;
+	engine->fork_next = mtr_registry_head;
+	if (mtr_registry_head != NULL)
+		mtr_registry_head->fork_prev = engine;
+	mtr_registry_head = engine;
+	pthread_mutex_unlock(&mtr_registry_lock);
+}
+
+void
+mtr_fork_unregister_(mtr_engine *engine)
+{
+	pthread_mutex_lock(&mtr_registry_lock);
+	if (engine->fork_prev != NULL)
+		engine->fork_prev->fork_next = engine->fork_next;
+	else if (mtr_registry_head == engine)
+		mtr_registry_head = engine->fork_next;
+	if (engine->fork_next != NULL)
+		engine->fork_next->fork_prev = engine->fork_prev;
+	engine->fork_prev = engine->fork_next = NULL;
+	pthread_mutex_unlock(&mtr_registry_lock);
+}
+
+int
+mtr_engine_is_inherited(const mtr_engine *engine)
+{
+	/* Written only by the child's handler, before the child has a
+	 * second thread: no lock needed to read it. */
+	return engine->inherited;
+}

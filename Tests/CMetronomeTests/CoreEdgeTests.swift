@@ -1,0 +1,347 @@
+// The edges of an engine's life, against the C core: shutdown racing every timer
+// operation and triggered from callbacks, fork, descriptor exhaustion, the spin window,
+// wrap-around of ids and arm order, and memory given back after a peak.
+import CMetronome
+import Glibc
+import Synchronization
+import Testing
+
+extension CoreContractTests {
+    @Suite(.serialized, .tags(.realTime))
+    struct Edges {
+        // MARK: Shutdown racing other threads
+
+        enum Operation: String, CaseIterable, Sendable {
+            case cancel, cancelSync, rearm, destroy
+        }
+
+        /// What an operation may answer while the engine stops under it.
+        static let answersDuringStop: Set<Int32> = [0, EINVAL, ESHUTDOWN]
+
+        static func run(_ operation: Operation, on probe: Probe, at deadline: Int64) -> Int32 {
+            switch operation {
+            case .cancel: probe.cancel()
+            case .cancelSync: probe.cancelSync()
+            case .rearm: probe.armOnce(at: deadline)
+            case .destroy: probe.destroy()
+            }
+        }
+
+        /// 20,000 armed timers, one thread operating on them while another stops the
+        /// engine: every call returns an error or succeeds, every context is released once.
+        @Test(.timeLimit(.minutes(1)), arguments: Operation.allCases)
+        func stopRacingTimerOperations(operation: Operation) throws {
+            let engine = try Engine(expectedTimers: 20_000)
+            let probes = try engine.makeTimers(20_000)
+            let now = Time.monotonic()
+            for (k, probe) in probes.enumerated() {
+                // Some due during the race, most far ahead.
+                try #require(probe.armOnce(at: now + Int64(k % 50) * Time.ms + (k % 2 == 0 ? Time.s : 0)) == 0)
+            }
+            let unexpected = Atomic<Int>(0)
+            let started = Gate()
+            let worker = TestThread {
+                started.open()
+                for _ in 0..<3 {
+                    for probe in probes {
+                        let rc = Self.run(operation, on: probe, at: Time.monotonic() + Time.ms)
+                        if !Self.answersDuringStop.contains(rc) { unexpected.add(1, ordering: .relaxed) }
+                    }
+                }
+            }
+            #expect(started.pass())
+            engine.stop()
+            worker.join()
+            #expect(unexpected.load(ordering: .relaxed) == 0)
+            for probe in probes.prefix(100) {
+                #expect(probe.armOnce(at: now) != 0, "a timer armed after the stop")
+            }
+            #expect(engine.counters.armed == 0 && engine.counters.timers == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// While the stop releases contexts, each release operates on a sibling timer (one
+        /// already released, or one still to come): answered, never a crash, and each
+        /// context still released once.
+        @Test(.timeLimit(.minutes(1)), arguments: Operation.allCases)
+        func releaseOperatingOnASiblingDuringStop(operation: Operation) throws {
+            let engine = try Engine()
+            let probes = try engine.makeTimers(1_000)
+            let unexpected = Atomic<Int>(0)
+            let far = Time.monotonic() + 10 * Time.s
+            for (k, probe) in probes.enumerated() {
+                let sibling = probes[(k * 7 + 3) % probes.count]
+                probe.onRelease = { _ in
+                    let rc = Self.run(operation, on: sibling, at: far)
+                    if !Self.answersDuringStop.contains(rc) { unexpected.add(1, ordering: .relaxed) }
+                }
+                try #require(probe.armOnce(at: far) == 0)
+            }
+            engine.stop()
+            #expect(unexpected.load(ordering: .relaxed) == 0)
+            #expect(engine.counters.timers == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// A callback destroys its engine while another thread waits in stop for that same
+        /// callback: the engine is freed by whichever lets go last, after both returned.
+        @Test(.timeLimit(.minutes(1)))
+        func destroyFromACallbackWhileAnotherThreadStops() throws {
+            let engine = try Engine()
+            let stopping = Gate()
+            let probe = try engine.makeTimer { callback in
+                _ = stopping.pass()
+                Time.sleep(5 * Time.ms)  // the stopper is inside the join by now
+                mtr_engine_destroy(callback.engine.handle)
+            }
+            try #require(probe.armOnce(at: Time.monotonic() + Time.ms) == 0)
+            try #require(engine.log.wait { $0.running == 1 })
+            engine.markDestroyed()
+            let stopper = TestThread {
+                stopping.open()
+                mtr_engine_stop(engine.handle)
+            }
+            stopper.join()
+            #expect(engine.waitAllReleased())
+            engine.expectAllReleasedOnce()
+        }
+
+        /// A callback destroys its engine while another thread waits in cancel_sync for it:
+        /// the waiter returns, and the engine is freed once (by the waiter or the thread).
+        @Test(.timeLimit(.minutes(1)))
+        func destroyFromACallbackWhileAnotherThreadCancelsSync() throws {
+            let engine = try Engine()
+            let waiting = Gate()
+            let probe = try engine.makeTimer { callback in
+                _ = waiting.pass()
+                Time.sleep(5 * Time.ms)
+                mtr_engine_destroy(callback.engine.handle)
+            }
+            try #require(probe.armOnce(at: Time.monotonic() + Time.ms) == 0)
+            try #require(engine.log.wait { $0.running == 1 })
+            engine.markDestroyed()
+            let rc = Atomic<Int32>(-1)
+            let waiter = TestThread {
+                waiting.open()
+                rc.store(probe.cancelSync(), ordering: .relaxed)
+            }
+            waiter.join()
+            #expect(rc.load(ordering: .relaxed) == 0)
+            #expect(engine.waitAllReleased())
+            engine.expectAllReleasedOnce()
+        }
+
+        // MARK: fork
+
+        /// A forked child finds the parent's engine dead: every arming is refused, destroying
+        /// it releases the child's copies of the contexts, and nothing it does reaches the
+        /// parent, whose timer still fires on time. A new engine works in the child.
+        @Test(.timeLimit(.minutes(1)))
+        func forkedChildNeverTouchesTheParentsEngine() throws {
+            let engine = try Engine()
+            let parentTimer = try engine.makeTimer()
+            let spare = try engine.makeTimer()
+            let deadline = Time.monotonic() + 300 * Time.ms
+            try #require(parentTimer.armOnce(at: deadline) == 0)
+
+            let code = exitCodeOfChild {
+                guard mtr_engine_is_inherited(engine.handle) == 1 else { return 10 }
+                // Would move the parent's wake-up to +1 s.
+                guard spare.armOnce(at: Time.monotonic() + Time.s) == ESHUTDOWN else { return 11 }
+                var id: mtr_timer_id = 0
+                guard mtr_timer_create(engine.handle, nil, &id) == ESHUTDOWN else { return 12 }
+                guard mtr_engine_clock_changed(engine.handle, .MTR_CLOCK_MONOTONIC) == ESHUTDOWN else { return 13 }
+                // Would remove the parent's timerfds from their shared epoll set.
+                mtr_engine_destroy(engine.handle)
+                guard parentTimer.releases.load(ordering: .acquiring) == 1,
+                    spare.releases.load(ordering: .acquiring) == 1
+                else { return 14 }
+                guard let fresh = try? Engine(), mtr_engine_is_inherited(fresh.handle) == 0,
+                    let probe = try? fresh.makeTimer(), probe.armOnce(at: Time.monotonic() + Time.ms) == 0,
+                    fresh.waitFirings(1)
+                else { return 15 }
+                fresh.destroy()
+                return 0
+            }
+            #expect(code == 0)
+            #expect(mtr_engine_is_inherited(engine.handle) == 0)
+            #expect(engine.waitFirings(1))
+            let firing = try #require(engine.firings.first)
+            #expect(firing.fired >= deadline)
+            #expect(firing.fired - deadline < Bounds.lateSlackNs, "the child moved the parent's wake-up")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        // MARK: Descriptors
+
+        /// With every count of free descriptors from none up, creation either succeeds or
+        /// returns EMFILE, leaving no descriptor open; it never exits the process. Run in a
+        /// child, whose descriptor limit can be lowered without touching the test runner.
+        @Test(.timeLimit(.minutes(1)))
+        func creationWithTooFewDescriptorsReturnsEMFILE() {
+            let code = exitCodeOfChild {
+                var limit = rlimit()
+                getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+                for fd in 3..<Int32(min(limit.rlim_cur, 4096)) { close(fd) }
+                var config = mtr_engine_config()
+                mtr_engine_config_init(&config)
+                config.on_fire = { _, _ in }
+                var needed: Int32 = -1
+                for free in Int32(0)...10 {
+                    var lowered = limit
+                    lowered.rlim_cur = rlim_t(3 + free)
+                    guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lowered) == 0 else { return 20 }
+                    var handle: OpaquePointer?
+                    let rc = mtr_engine_create(&config, &handle)
+                    if rc == 0, let handle {
+                        if needed < 0 { needed = free }
+                        mtr_engine_destroy(handle)
+                    } else if rc != EMFILE || needed >= 0 {
+                        return 21  // an error other than EMFILE, or a failure after a success
+                    }
+                    for fd in Int32(3)..<Int32(3 + free) where fcntl(fd, F_GETFD) != -1 {
+                        return 22  // a descriptor leaked
+                    }
+                }
+                return needed == 6 ? 0 : 23
+            }
+            #expect(code == 0)
+        }
+
+        // MARK: Spin window
+
+        /// The spin window is bounded: above MTR_SPIN_MAX_NS the configuration is refused,
+        /// naming the setting.
+        @Test func spinWindowAboveTheBoundIsRefused() throws {
+            var config = mtr_engine_config()
+            mtr_engine_config_init(&config)
+            config.on_fire = { _, _ in }
+            var setting = mtr_engine_setting.MTR_SETTING_NONE
+            config.spin_ns = Int64(MTR_SPIN_MAX_NS)
+            #expect(mtr_engine_config_check(&config, &setting) == 0 && setting == .MTR_SETTING_NONE)
+            for spin in [Int64(MTR_SPIN_MAX_NS) + 1, 2 * Time.s, .max, -1] {
+                config.spin_ns = spin
+                #expect(mtr_engine_config_check(&config, &setting) == EINVAL && setting == .MTR_SETTING_SPIN)
+                var handle: OpaquePointer?
+                #expect(mtr_engine_create(&config, &handle) == EINVAL && handle == nil)
+            }
+        }
+
+        /// A timer armed while the engine spins for a later one, with an earlier deadline,
+        /// ends the spin: it fires before the later timer's deadline, not after it.
+        @Test(.timeLimit(.minutes(1)))
+        func anEarlierTimerEndsASpin() throws {
+            let spin = Int64(MTR_SPIN_MAX_NS)
+            var results: [(earlierFired: Int64, laterDeadline: Int64)] = []
+            // A trial counts only if the test thread armed the earlier timer inside the spin
+            // and ahead of the later deadline; a stalled machine retries.
+            for _ in 0..<20 where results.count < 3 {
+                let engine = try Engine(spinNs: spin)
+                let later = try engine.makeTimer()
+                let earlier = try engine.makeTimer()
+                let laterDeadline = Time.monotonic() + 20 * Time.ms
+                try #require(later.armOnce(at: laterDeadline) == 0)
+                // A sleep overshoots by more than the spin lasts: sleep short, spin the rest.
+                Time.sleep(laterDeadline - 5 * Time.ms - Time.monotonic())
+                Time.spin(laterDeadline - spin / 2 - Time.monotonic())
+                let earlierDeadline = Time.monotonic() + 50 * Time.µs
+                guard earlierDeadline < laterDeadline - spin / 4, engine.firings.isEmpty else { continue }
+                try #require(earlier.armOnce(at: earlierDeadline) == 0)
+                #expect(engine.waitFirings(2))
+                let first = try #require(engine.firings.first { $0.probe == earlier.index })
+                results.append((first.fired, laterDeadline))
+                engine.destroy()
+                engine.expectAllReleasedOnce()
+            }
+            try #require(!results.isEmpty, "the machine never let the test arm inside a spin")
+            for result in results {
+                #expect(result.earlierFired < result.laterDeadline, "the spin did not notice the earlier timer")
+            }
+        }
+
+        /// A stop during a spin ends it at once.
+        @Test(.timeLimit(.minutes(1)))
+        func stopEndsASpin() throws {
+            let engine = try Engine(spinNs: Int64(MTR_SPIN_MAX_NS))
+            let probe = try engine.makeTimer()
+            let deadline = Time.monotonic() + 10 * Time.ms
+            try #require(probe.armOnce(at: deadline) == 0)
+            Time.sleep(deadline - 5 * Time.ms - Time.monotonic())
+            Time.spin(deadline - Int64(MTR_SPIN_MAX_NS) / 2 - Time.monotonic())
+            engine.stop()
+            #expect(engine.firings.isEmpty || engine.firings[0].fired >= deadline)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        // MARK: Wrap-around
+
+        /// Equal deadlines fire in arm order however many arms happened between them: arm
+        /// order is renumbered before it could wrap.
+        @Test(.timeLimit(.minutes(1)), arguments: [UInt64(1) << 31, UInt64(3) << 31 + 5, UInt64(1) << 33])
+        func armOrderSurvivesWrapAround(arms: UInt64) throws {
+            let engine = try Engine()
+            let first = try engine.makeTimer()
+            let second = try engine.makeTimer()
+            let third = try engine.makeTimer()
+            let deadline = Time.monotonic() + 20 * Time.ms
+            try #require(first.armOnce(at: deadline) == 0)
+            #expect(mtr_engine_age_for_testing(engine.handle, arms / 2, 0) == 0)
+            try #require(second.armOnce(at: deadline) == 0)
+            #expect(mtr_engine_age_for_testing(engine.handle, arms - arms / 2, 0) == 0)
+            try #require(third.armOnce(at: deadline) == 0)
+            #expect(engine.waitFirings(3))
+            #expect(engine.firings.map(\.probe) == [first.index, second.index, third.index])
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// A slot whose generations are spent is retired: its first id never validates
+        /// again, however often the slot was reused.
+        @Test func spentSlotIsRetiredNotReused() throws {
+            let engine = try Engine()
+            let old = try engine.makeTimer()
+            #expect(old.destroy() == 0)
+            #expect(mtr_engine_age_for_testing(engine.handle, 0, .max) == 0)
+            let last = try engine.makeTimer()  // the slot's last generation
+            #expect(UInt32(truncatingIfNeeded: last.id) == UInt32(truncatingIfNeeded: old.id))
+            #expect(last.destroy() == 0)
+            let next = try engine.makeTimer()
+            #expect(UInt32(truncatingIfNeeded: next.id) != UInt32(truncatingIfNeeded: old.id))
+            #expect(old.destroy() == EINVAL && old.cancel() == EINVAL, "a stale id validated again")
+            #expect(next.armOnce(at: Time.monotonic() + Time.s) == 0 && next.cancel() == 0)
+            #expect(next.destroy() == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        // MARK: Memory
+
+        /// The memory taken for 100,000 timers is given back once they are destroyed; ids of
+        /// the given-back slots stay stale when the array grows over them again.
+        @Test(.timeLimit(.minutes(1)))
+        func memoryIsGivenBackAfterAPeak() throws {
+            let engine = try Engine(expectedTimers: 200_000)
+            let idle = engine.counters.memory_bytes
+            let peak = try engine.makeTimers(100_000)
+            let far = Time.monotonic() + 60 * Time.s
+            for probe in peak { try #require(probe.armOnce(at: far) == 0) }
+            let held = engine.counters.memory_bytes
+            #expect(held >= 100_000 * 56, "\(held) bytes for 100,000 armed timers")
+            for probe in peak { #expect(probe.destroy() == 0) }
+            let after = engine.counters.memory_bytes
+            #expect(after <= idle + 64 * 1024, "\(after) bytes kept after the peak (\(held) at it)")
+
+            let again = try engine.makeTimers(100_000)
+            #expect(peak.allSatisfy { $0.cancel() == EINVAL }, "an id of a given-back slot validated")
+            for probe in again { #expect(probe.destroy() == 0) }
+            engine.stop()
+            #expect(engine.counters.memory_bytes == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+    }
+}
