@@ -9,7 +9,7 @@ CLI        := .build/release/metronome
 ARGS       ?=
 UBSAN_DIR  := $(shell dirname $$(clang -print-file-name=libclang_rt.ubsan_standalone-x86_64.so 2>/dev/null) 2>/dev/null)
 
-.PHONY: deps build test test-tsan test-asan test-ubsan-c jitter coalesce scale stress stress-ci bench plot format lint
+.PHONY: deps build test test-tsan test-asan test-ubsan-c check-aarch64 jitter coalesce scale stress stress-ci bench plot format lint
 
 deps:
 	@pkg-config --exists libevent || { \
@@ -38,6 +38,16 @@ test-ubsan-c: deps
 	LD_LIBRARY_PATH=$(UBSAN_DIR) $(SWIFT) test --scratch-path .build-ubsan --disable-xctest --filter CMetronomeTests \
 		-Xcc -fsanitize=undefined -Xcc -fno-sanitize-recover=undefined \
 		-Xlinker -L$(UBSAN_DIR) -Xlinker -lclang_rt.ubsan_standalone-x86_64
+
+# The C core compiles for aarch64 too (the spin hint is per architecture): a syntax check
+# against Debian's cross libc headers, with libevent's from this machine.
+AARCH64_ROOT := /usr/aarch64-linux-gnu
+check-aarch64: deps
+	@test -d $(AARCH64_ROOT)/include || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libc6-dev-arm64-cross; }
+	for source in CSupport/CMetronome/*.c; do \
+		clang --target=aarch64-linux-gnu --sysroot=$(AARCH64_ROOT) -isystem $(AARCH64_ROOT)/include -idirafter /usr/include \
+			-fsyntax-only -Werror -Wall -Wextra -D_GNU_SOURCE -ICSupport/CMetronome/include $$source || exit 1; \
+	done
 
 jitter: deps
 	$(RELEASE)

@@ -1,0 +1,155 @@
+@preconcurrency import Dispatch
+import Foundation
+import Glibc
+import Metronome
+import Synchronization
+import Testing
+
+/// The edges of an engine's life seen through the Swift API: shutdown racing timer
+/// operations on other threads, fork, and configurations that cannot be honoured.
+@Suite(.serialized)
+struct EngineLifecycleTests {
+    enum Operation: String, CaseIterable, Sendable {
+        case cancel, reschedule, suspendResume, drop
+    }
+
+    /// 20,000 timers on an engine, one thread cancelling, rescheduling, suspending or
+    /// dropping them while another shuts the engine down: no crash, every handler released,
+    /// and afterwards no timer arms again.
+    @Test(.timeLimit(.minutes(2)), arguments: Operation.allCases)
+    func shutdownRacingTimerOperations(operation: Operation) throws {
+        let engine = try TimerEngine()
+        let contexts = LiveContexts()
+        let timers = LockedBox<[SafeDispatchTimer?]>([])
+        for k in 0..<20_000 {
+            let timer = SafeDispatchTimer(backend: .engine(engine))
+            let context = contexts.make()
+            #expect(
+                timer.schedule(deadline: .now() + .milliseconds(k % 40), repeating: .milliseconds(7)) { _ in
+                    withExtendedLifetime(context) {}
+                })
+            timers.withLockedValue { $0.append(timer) }
+        }
+        let started = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            started.signal()
+            for round in 0..<3 {
+                for index in 0..<20_000 {
+                    let timer = timers.withLockedValue { $0[index] }
+                    switch operation {
+                    case .cancel: timer?.cancel()
+                    case .reschedule: timer?.reschedule(deadline: .now() + .milliseconds(round + 1))
+                    case .suspendResume: if timer?.suspend() == true { timer?.resume() }
+                    case .drop: timers.withLockedValue { $0[index] = nil }
+                    }
+                }
+            }
+            finished.signal()
+        }.start()
+        started.wait()
+        engine.shutdown()
+        #expect(finished.wait(timeout: .now() + 60) == .success)
+
+        for index in stride(from: 0, to: 20_000, by: 100) {
+            guard let timer = timers.withLockedValue({ $0[index] }) else { continue }
+            timer.cancel()
+            #expect(!timer.schedule(deadline: .now()) { _ in }, "a timer armed on a stopped engine")
+        }
+        #expect(engine.counters.armed == 0)
+        timers.withLockedValue { $0.removeAll() }
+        #expect(eventually { contexts.count == 0 }, "\(contexts.count) handler contexts leaked")
+    }
+
+    /// A spin window above the maximum is refused, naming the setting and its range; so
+    /// are a priority out of range and a late threshold that is not positive.
+    @Test func configurationThatCannotBeHonouredIsRefusedByName() {
+        let refused: [(TimerEngine.Configuration, String)] = [
+            (.init(spinWindow: .seconds(2)), "spinWindow"),
+            (.init(spinWindow: TimerEngine.Configuration.maximumSpinWindow + .nanoseconds(1)), "spinWindow"),
+            (.init(spinWindow: .nanoseconds(-1)), "spinWindow"),
+            (.init(realtimePriority: 200), "realtimePriority"),
+            (.init(realtimePriority: 0), "realtimePriority"),
+            (.init(cpu: 1 << 20), "cpu"),
+            (.init(lateThreshold: .zero), "lateThreshold"),
+        ]
+        for (configuration, setting) in refused {
+            #expect {
+                _ = try TimerEngine(configuration: configuration)
+            } throws: { error in
+                guard let error = error as? TimerError else { return false }
+                return error.code == EINVAL && "\(error)".contains(setting)
+            }
+        }
+        #expect((try? TimerEngine(configuration: .init(spinWindow: TimerEngine.Configuration.maximumSpinWindow))) != nil)
+    }
+
+    /// Firing threads carry a name: the configured one, or metronome-N.
+    @Test func firingThreadsAreNamed() throws {
+        let named = try TimerEngine(configuration: .init(name: "pacer"))
+        #expect(named.threadReport.threadName == "pacer")
+        let threadNames = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").map {
+            try String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)
+        }
+        #expect(threadNames.contains("pacer\n"))
+        let numbered = try TimerEngine()
+        #expect(numbered.threadReport.threadName.hasPrefix("metronome-"))
+    }
+
+    static let forkVariable = "METRONOME_FORK_CHILD"
+
+    /// `TimerEngine.shared` in a forked child is a new engine that fires; the parent's
+    /// engine is dead there, and the parent's timers are untouched. Runs in a process of its
+    /// own: this test binary again, running only ``forkedChildGetsAFreshSharedEngine()``.
+    @Test(.timeLimit(.minutes(2)))
+    func sharedEngineInAForkedChild() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["--testing-library", "swift-testing", "--filter", "forkedChildGetsAFreshSharedEngine"]
+        var environment = ProcessInfo.processInfo.environment
+        environment[Self.forkVariable] = "1"
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(
+            process.terminationReason == .exit && process.terminationStatus == 0 && text.contains("1 test"),
+            "exited \(process.terminationStatus): \(text.suffix(1500))")
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(1)))
+    func forkedChildGetsAFreshSharedEngine() throws {
+        let parentShared = TimerEngine.shared
+        let parentFired = DispatchSemaphore(value: 0)
+        let parentTimer = SafeDispatchTimer()
+        let deadline = DispatchTime.now() + .milliseconds(200)
+        #expect(parentTimer.schedule(deadline: deadline) { _ in parentFired.signal() })
+
+        let pid = fork()
+        if pid == 0 {
+            // The child: only what it needs, then _exit, never back into the test runner.
+            let stale = SafeDispatchTimer(backend: .engine(parentShared))
+            let staleArmed = stale.schedule(deadline: .now()) { _ in }
+            guard !staleArmed else { _exit(10) }
+            guard TimerEngine.shared !== parentShared else { _exit(11) }
+            let fired = Atomic<Bool>(false)
+            let timer = SafeDispatchTimer()
+            let armed = timer.schedule(deadline: .now() + .milliseconds(10)) { _ in
+                fired.store(true, ordering: .releasing)
+            }
+            guard armed else { _exit(12) }
+            for _ in 0..<2_000 where !fired.load(ordering: .acquiring) { usleep(1_000) }
+            _exit(fired.load(ordering: .acquiring) ? 0 : 13)
+        }
+        try #require(pid > 0)
+        var status: Int32 = 0
+        #expect(waitpid(pid, &status, 0) == pid)
+        #expect(status & 0x7f == 0 && (status >> 8) & 0xff == 0, "child status \(status)")
+        #expect(TimerEngine.shared === parentShared, "the parent's shared engine was replaced")
+        #expect(parentFired.wait(timeout: .now() + 5) == .success)
+        #expect(DispatchTime.now() >= deadline)
+    }
+}
