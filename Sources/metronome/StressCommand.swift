@@ -35,8 +35,8 @@ struct StressCommand: ParsableCommand {
     @Option(help: "Timers in each backend's pool.")
     var timers: Int = 64
 
-    @Option(help: "Subjects, comma-separated: engine, dispatch, scheduler.")
-    var backends: String = "engine,dispatch,scheduler"
+    @Option(help: "Subjects, comma-separated: engine, dispatch, scheduler, lifecycle.")
+    var backends: String = "engine,dispatch,scheduler,lifecycle"
 
     @Option(help: "Seed of the random operations.")
     var seed: UInt64 = 1
@@ -65,8 +65,10 @@ struct StressCommand: ParsableCommand {
                     StressTimerPool(name: name, backend: .dispatch, engine: nil, timers: self.timers, violations: violations))
             case "scheduler":
                 subjects.append(StressSchedulerPool(engine: try TimerEngine(), violations: violations))
+            case "lifecycle":
+                subjects.append(try StressLifecycleSubject(violations: violations))
             default:
-                throw ValidationError("unknown backend '\(name)': use engine, dispatch, scheduler")
+                throw ValidationError("unknown backend '\(name)': use engine, dispatch, scheduler, lifecycle")
             }
         }
         guard !subjects.isEmpty else { throw ValidationError("no backend given") }
@@ -94,6 +96,7 @@ struct StressCommand: ParsableCommand {
                 "handler-side operations: ~4% cancel, 1% cancelAndWait, 3% reschedule, 2% drop their own timer, 1% spin ≤ 0.2 ms",
                 "one-shots 0–3 ms ahead, periods 0.5–3 ms, leeway 0; 40% of pooled timers repeat",
                 "a race the shadow cannot order (overlapping arming calls) is not checked, never reported",
+                "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 20 forked children",
             ] + violations.examples.map { "violation: \($0)" }
         let report = Report(command: "stress", config: config, machine: machine, results: results, notes: notes)
         if self.json {

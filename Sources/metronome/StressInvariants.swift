@@ -41,6 +41,10 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
     case schedulerCancelCount = "scheduler_cancel_count"
     /// No operation completed for a long time: a hang (deadlock) in some call.
     case stall = "stall"
+    /// A forked child crashed, hung, or saw the library misbehave (its exit code says how).
+    case forkedChild = "forked_child"
+    /// An engine's firing thread was still running after every timer and engine was dropped.
+    case enginesAlive = "engines_alive_at_end"
 
     /// What the row of the violations table says.
     var summary: String {
@@ -64,6 +68,8 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
         case .schedulerOrder: "scheduler event after terminal / wrong kind"
         case .schedulerCancelCount: "scheduler cancel()=true ≠ cancelled events"
         case .stall: "no progress (hang)"
+        case .forkedChild: "forked child failed"
+        case .enginesAlive: "engines alive at the end"
         }
     }
 }

@@ -1,0 +1,273 @@
+@preconcurrency import Dispatch
+import Glibc
+import Metronome
+import MetronomeMeasurements
+import Synchronization
+
+/// `metronome stress`'s lifecycle faults: engines shut down and replaced while other
+/// threads operate on their timers, handlers that shut down or drop their own engine, and
+/// forked children that use the library and create engines with too few descriptors.
+///
+/// Checked: no handler starts after `cancelAndWait()` returned; every handler context is
+/// released by the end; no engine (each names its firing thread) outlives the run; every
+/// forked child exits cleanly (a fresh shared engine fires, engine creation answers
+/// `EMFILE` or succeeds at whatever count of free descriptors). A crash is its own verdict.
+final class StressLifecycleSubject: StressSubject {
+    enum Operation: String, CaseIterable {
+        case operate, shutdownEngine, handlerShutsDown, handlerDropsEngine, fork
+
+        /// Out of every 100,000 operations.
+        var weight: Int {
+            switch self {
+            case .operate: 99_700
+            case .shutdownEngine: 100
+            case .handlerShutsDown: 90
+            case .handlerDropsEngine: 90
+            case .fork: 20
+            }
+        }
+    }
+
+    /// A timer and whether `cancelAndWait()` has returned for it.
+    private final class Tracked: Sendable {
+        let timer: SafeDispatchTimer
+        let closed = Atomic<Bool>(false)
+
+        init(_ timer: SafeDispatchTimer) {
+            self.timer = timer
+        }
+    }
+
+    /// Keeps a timer until its own handler drops it.
+    private final class Holder: Sendable {
+        let timer = LockedBox<SafeDispatchTimer?>(nil)
+    }
+
+    /// Names every engine's firing thread, so engines alive at the end can be counted.
+    static let threadName = "stress-life"
+    static let slotCount = 64
+
+    let name = "lifecycle"
+    let operationNames = Operation.allCases.map(\.rawValue)
+
+    private let engine: LockedBox<TimerEngine?>
+    private let slots = (0..<StressLifecycleSubject.slotCount).map { _ in LockedBox<Tracked?>(nil) }
+    private let live = StressLiveObjects()
+    private let entries = Atomic<Int>(0)
+    private let forks = Atomic<Int>(0)
+    private let violations: StressViolations
+    private let weights = Operation.allCases.map(\.weight)
+
+    init(violations: StressViolations) throws {
+        self.violations = violations
+        self.engine = LockedBox(try Self.makeEngine())
+    }
+
+    private static func makeEngine() throws(TimerError) -> TimerEngine {
+        try TimerEngine(configuration: .init(name: Self.threadName))
+    }
+
+    func step(_ random: inout SplitMix64) -> Int {
+        let index = random.pick(weights: self.weights, total: self.weights.reduce(0, +))
+        switch Operation.allCases[index] {
+        case .operate: self.operate(&random)
+        case .shutdownEngine: self.replaceEngine()
+        case .handlerShutsDown: self.armSelfShutdown(&random)
+        case .handlerDropsEngine: self.armSelfDrop(&random)
+        case .fork: self.forkChild(&random)
+        }
+        return index
+    }
+
+    /// Schedules, reschedules, cancels (and waits) or drops a pooled timer, on whatever
+    /// engine it was made on, running or shut down.
+    private func operate(_ random: inout SplitMix64) {
+        let slot = self.slots[Int(random.next(below: Int64(self.slots.count)))]
+        switch random.next(below: 4) {
+        case 0:
+            guard let engine = self.engine.withLockedValue({ $0 }) else { return }
+            let tracked = Tracked(SafeDispatchTimer(backend: .engine(engine)))
+            self.schedule(tracked, in: .microseconds(Int(random.next(below: 3_000))), repeating: random.next(below: 2) == 0)
+            let old = slot.withLockedValue { current in
+                defer { current = tracked }
+                return current
+            }
+            withExtendedLifetime(old) {}
+        case 1:
+            slot.withLockedValue { $0 }?.timer.reschedule(deadline: .now() + .microseconds(Int(random.next(below: 3_000))))
+        case 2:
+            guard let tracked = slot.withLockedValue({ $0 }) else { return }
+            tracked.timer.cancelAndWait()
+            tracked.closed.store(true, ordering: .releasing)
+        default:
+            let old = slot.withLockedValue { current in
+                defer { current = nil }
+                return current
+            }
+            withExtendedLifetime(old) {}
+        }
+    }
+
+    private func schedule(_ tracked: Tracked, in delay: DispatchTimeInterval, repeating: Bool) {
+        let context = StressHandlerContext(token: 0, repeating: repeating, live: self.live)
+        tracked.timer.schedule(deadline: .now() + delay, repeating: repeating ? .milliseconds(1) : .never) {
+            [weak tracked] _ in
+            withExtendedLifetime(context) {}
+            self.entries.add(1, ordering: .relaxed)
+            if tracked?.closed.load(ordering: .acquiring) == true {
+                self.violations.record(.afterCancelAndWait, subject: self.name, "a handler after cancelAndWait returned")
+            }
+        }
+    }
+
+    /// Shuts the current engine down while other threads keep operating on its timers.
+    private func replaceEngine() {
+        let fresh = try? Self.makeEngine()
+        let old = self.engine.withLockedValue { current in
+            defer { current = fresh }
+            return current
+        }
+        old?.shutdown()
+    }
+
+    /// A timer whose handler shuts down its own engine, beside a pooled timer on it.
+    private func armSelfShutdown(_ random: inout SplitMix64) {
+        guard let engine = try? Self.makeEngine() else { return }
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        let context = StressHandlerContext(token: 0, repeating: false, live: self.live)
+        timer.schedule(deadline: .now() + .microseconds(Int(random.next(below: 2_000)))) { _ in
+            withExtendedLifetime(context) {}
+            engine.shutdown()
+        }
+        let neighbour = Tracked(SafeDispatchTimer(backend: .engine(engine)))
+        self.schedule(neighbour, in: .milliseconds(1), repeating: true)
+        let slot = self.slots[Int(random.next(below: Int64(self.slots.count)))]
+        let old = slot.withLockedValue { current in
+            defer { current = neighbour }
+            return current
+        }
+        withExtendedLifetime(old) {}
+        // The timer is released here, armed: its deinit races its own firing.
+    }
+
+    /// A timer whose handler drops the last reference to it, and with it to its engine: the
+    /// engine is destroyed from inside its own callback.
+    private func armSelfDrop(_ random: inout SplitMix64) {
+        guard let engine = try? Self.makeEngine() else { return }
+        let holder = Holder()
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        let context = StressHandlerContext(token: 0, repeating: true, live: self.live)
+        holder.timer.withLockedValue { $0 = timer }
+        timer.schedule(deadline: .now() + .microseconds(Int(random.next(below: 2_000))), repeating: .milliseconds(1)) {
+            _ in
+            withExtendedLifetime(context) {}
+            let last = holder.timer.withLockedValue { current in
+                defer { current = nil }
+                return current
+            }
+            withExtendedLifetime(last) {}
+        }
+    }
+
+    /// A child that creates an engine with a few descriptors free, then uses a shared engine
+    /// of its own; it only makes library calls and then `_exit`s.
+    private func forkChild(_ random: inout SplitMix64) {
+        let free = rlim_t(random.next(below: 9))
+        self.forks.add(1, ordering: .relaxed)
+        let pid = fork()
+        if pid == 0 { _exit(Self.childBody(freeDescriptors: free)) }
+        guard pid > 0 else { return }  // no process to spare: not the library's fault
+        var status: Int32 = 0
+        let deadline = MonotonicTime.now() + 10_000_000_000
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            if MonotonicTime.now() > deadline {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                break
+            }
+            usleep(1_000)
+        }
+        let signal = status & 0x7f
+        let code = (status >> 8) & 0xff
+        if signal != 0 || code != 0 {
+            self.violations.record(.forkedChild, subject: self.name, "child ended with signal \(signal), exit \(code)")
+        }
+    }
+
+    private static func childBody(freeDescriptors free: rlim_t) -> Int32 {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        var lowered = limit
+        let lowest = dup(STDIN_FILENO)
+        close(lowest)
+        lowered.rlim_cur = rlim_t(max(lowest, 0)) + free
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lowered)
+        do {
+            _ = try TimerEngine()
+        } catch where error.code != EMFILE && error.code != ENFILE {
+            return 3
+        } catch {}
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+
+        let fired = Atomic<Bool>(false)
+        let timer = SafeDispatchTimer()
+        guard timer.schedule(deadline: .now() + .milliseconds(1), handler: { _ in fired.store(true, ordering: .releasing) })
+        else { return 4 }
+        for _ in 0..<5_000 where !fired.load(ordering: .acquiring) { usleep(1_000) }
+        return fired.load(ordering: .acquiring) ? 0 : 5
+    }
+
+    func finish(operations: [Int], seconds: Double) -> StressResult {
+        for slot in self.slots {
+            guard let tracked = slot.withLockedValue({ $0 }) else { continue }
+            tracked.timer.cancelAndWait()
+            tracked.closed.store(true, ordering: .releasing)
+        }
+        for slot in self.slots {
+            let old = slot.withLockedValue { current in
+                defer { current = nil }
+                return current
+            }
+            withExtendedLifetime(old) {}
+        }
+        let last = self.engine.withLockedValue { current in
+            defer { current = nil }
+            return current
+        }
+        last?.shutdown()
+        withExtendedLifetime(last) {}
+        if !eventually(seconds: 10, { self.live.liveCount == 0 }) {
+            let live = self.live.liveCount
+            self.violations.record(
+                .liveContexts, subject: self.name, count: live, "\(live) of \(self.live.createdCount) contexts alive")
+        }
+        if !eventually(seconds: 10, { Self.firingThreadsAlive() == 0 }) {
+            let alive = Self.firingThreadsAlive()
+            self.violations.record(.enginesAlive, subject: self.name, count: alive, "\(alive) engines outlived the run")
+        }
+        return StressResult(
+            backend: self.name,
+            seconds: seconds,
+            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            handlerEntries: self.entries.load(ordering: .relaxed),
+            handlerContexts: self.live.createdCount,
+            violations: self.violations.counts(subject: self.name)
+        )
+    }
+
+    /// Threads of this subject's engines still running, by name.
+    private static func firingThreadsAlive() -> Int {
+        guard let tasks = opendir("/proc/self/task") else { return 0 }
+        defer { closedir(tasks) }
+        var count = 0
+        while let entry = readdir(tasks) {
+            let task = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard let file = fopen("/proc/self/task/\(task)/comm", "r") else { continue }
+            var name = [UInt8](repeating: 0, count: 32)
+            let read = fread(&name, 1, name.count, file)
+            if String(decoding: name.prefix(read), as: UTF8.self).hasPrefix(Self.threadName) { count += 1 }
+            fclose(file)
+        }
+        return count
+    }
+}
