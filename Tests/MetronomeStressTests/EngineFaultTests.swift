@@ -166,22 +166,7 @@ struct EngineFaultTests {
     /// child: this test binary again, running only ``descriptorExhaustionInThisProcess()``.
     @Test(.timeLimit(.minutes(2)))
     func descriptorExhaustionAtEngineCreation() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["--testing-library", "swift-testing", "--filter", "descriptorExhaustionInThisProcess"]
-        var environment = ProcessInfo.processInfo.environment
-        environment[Self.childVariable] = "1"
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(
-            process.terminationReason == .exit && process.terminationStatus == 0 && text.contains("1 test"),
-            "child exited \(process.terminationStatus) (\(process.terminationReason == .exit ? "status" : "signal")): \(text.suffix(1500))"
-        )
+        try expectTestPassesInAProcessOfItsOwn("descriptorExhaustionInThisProcess", enabledBy: Self.childVariable)
     }
 
     static let childVariable = "METRONOME_DESCRIPTOR_EXHAUSTION_CHILD"

@@ -103,21 +103,7 @@ struct EngineLifecycleTests {
     /// own: this test binary again, running only ``forkedChildGetsAFreshSharedEngine()``.
     @Test(.timeLimit(.minutes(2)))
     func sharedEngineInAForkedChild() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["--testing-library", "swift-testing", "--filter", "forkedChildGetsAFreshSharedEngine"]
-        var environment = ProcessInfo.processInfo.environment
-        environment[Self.forkVariable] = "1"
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(
-            process.terminationReason == .exit && process.terminationStatus == 0 && text.contains("1 test"),
-            "exited \(process.terminationStatus): \(text.suffix(1500))")
+        try expectTestPassesInAProcessOfItsOwn("forkedChildGetsAFreshSharedEngine", enabledBy: Self.forkVariable)
     }
 
     @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(1)))

@@ -50,7 +50,7 @@ struct StressCommandTests {
         )
         let output = try JSONDecoder().decode(Output.self, from: Data(run.stdout.utf8))
         #expect(output.tool == "metronome" && output.command == "stress")
-        #expect(Set(output.results.map(\.backend)) == ["engine", "dispatch", "scheduler", "all"])
+        #expect(Set(output.results.map(\.backend)) == ["engine", "dispatch", "scheduler", "lifecycle", "all"])
         let violations = output.notes.filter { $0.hasPrefix("violation:") }
         for row in output.results {
             // Every subject really ran and fired.
