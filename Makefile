@@ -24,8 +24,10 @@ build: deps
 test: deps
 	$(SWIFT) test $(CWARNINGS)
 
+# The fork tests' children start an engine, hence a thread; ThreadSanitizer refuses threads
+# after a multi-threaded fork unless told otherwise.
 test-tsan: deps
-	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+	TSAN_OPTIONS="die_after_fork=0 $$TSAN_OPTIONS" $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 # AddressSanitizer over the C core's contract tests. XCTest is off: its empty pass leaks
 # 144 bytes inside libXCTest, which LeakSanitizer would report as ours.
