@@ -1,5 +1,6 @@
 /*
- * mtr_now: clock_gettime on a named clock (vDSO, no syscall on x86_64).
+ * Clocks by name: clock_gettime on the clock a timerfd of the same name uses
+ * (through the vDSO: no syscall on x86_64 or aarch64).
  */
 #include "mtr_internal.h"
 

@@ -1,8 +1,9 @@
 // metronome-crash-patterns <pattern> <subject>
 //
-// Performs one of the literature's DispatchSourceTimer crash patterns (axiom-timer-patterns,
-// "The 4 DispatchSourceTimer Crash Patterns") in a process of its own, so a test can watch it
-// die on a raw `DispatchSourceTimer` and survive through `SafeDispatchTimer`.
+// Performs one of the four ways a `DispatchSourceTimer` is commonly crashed (unbalanced
+// suspends, release while suspended, cancel while suspended, over-resume) in a process of
+// its own, so a test can watch it die on a raw source and survive through
+// `SafeDispatchTimer`.
 //
 //   pattern: double-suspend-release | cancel-while-suspended | release-while-suspended
 //            | resume-after-cancel

@@ -43,7 +43,7 @@ func eventually(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
     return true
 }
 
-/// The faults of DESIGN.md "Bad input and faults" that concern a whole engine: shutdown in
+/// The faults that concern a whole engine: shutdown in
 /// every situation, descriptor exhaustion, a blocking handler, a wall-clock step and a
 /// refused real-time priority. Each has a defined outcome: no crash, nothing leaked.
 @Suite(.serialized)
