@@ -97,7 +97,8 @@ struct StressCommand: ParsableCommand {
                 "one-shots 0–3 ms ahead, periods 0.5–3 ms, leeway 0; 40% of pooled timers repeat",
                 "a race the shadow cannot order (overlapping arming calls) is not checked, never reported",
                 "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 20 forked children",
-            ] + violations.examples.map { "violation: \($0)" }
+            ] + (StressLifecycleSubject.canFork ? [] : ["lifecycle: no forks under ThreadSanitizer"])
+            + violations.examples.map { "violation: \($0)" }
         let report = Report(command: "stress", config: config, machine: machine, results: results, notes: notes)
         if self.json {
             print(try report.jsonString())
