@@ -605,9 +605,9 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	engine->holds = 1; /* the firing thread's */
 	/* Adaptive: a waiter spins a little before it sleeps. The lock is
 	 * held for tens of nanoseconds, so a second thread arming at once
-	 * would otherwise pay a futex sleep and wake-up per operation: 2
-	 * threads ran add+cancel at 0.2x one thread's rate, and at 1x now
-	 * (metronome scale, 2 cores). */
+	 * would otherwise pay a futex sleep and wake-up per operation (two
+	 * threads' add+cancel: 0.22x one thread's rate with a plain mutex,
+	 * 0.5-0.67x with this one; metronome scale on 2 cores). */
 	pthread_mutexattr_t lock_attributes;
 	pthread_mutexattr_init(&lock_attributes);
 	pthread_mutexattr_settype(&lock_attributes, PTHREAD_MUTEX_ADAPTIVE_NP);
