@@ -91,8 +91,11 @@ mtr_timer_shrink_locked_(mtr_engine *engine)
 	if (engine->counters.timers > capacity / 4 ||
 	    capacity <= MTR_TIMERS_MIN || engine->batch.entries != NULL)
 		return;
+	/* Up to the last slot in use, or retired: a retired slot must keep
+	 * its place, as every generation it could start again from is taken. */
 	uint32_t keep = engine->timer_high_water;
-	while (keep > 0 && (engine->timers[keep - 1].generation & 1) == 0)
+	while (keep > 0 && (engine->timers[keep - 1].generation & 1) == 0 &&
+	    engine->timers[keep - 1].generation != 0)
 		keep--;
 	/* The dropped slots are free, so their generation is past every id
 	 * they handed out. */

@@ -316,6 +316,13 @@ extension CoreContractTests {
             #expect(old.destroy() == EINVAL && old.cancel() == EINVAL, "a stale id validated again")
             #expect(next.armOnce(at: Time.monotonic() + Time.s) == 0 && next.cancel() == 0)
             #expect(next.destroy() == 0)
+            // A peak and its drain shrink the array, and a new peak grows it back over the
+            // retired slot's neighbours: the retired slot keeps its place all along.
+            for _ in 0..<2 {
+                let peak = try engine.makeTimers(10_000)
+                #expect(old.cancel() == EINVAL && last.cancel() == EINVAL, "a spent slot's id validated again")
+                for probe in peak { #expect(probe.destroy() == 0) }
+            }
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
