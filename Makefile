@@ -4,8 +4,11 @@ SWIFT      ?= swift
 # C warnings live here, not in Package.swift: SwiftPM rejects unsafeFlags in dependencies.
 # -Werror goes first: SwiftPM 6.3 rejects it as the last argument.
 CWARNINGS  := -Xcc -Werror -Xcc -Wall -Xcc -Wextra
-RELEASE    := $(SWIFT) build -c release $(CWARNINGS) --product metronome
-CLI        := .build/release/metronome
+# The CLI and its measurements are the Benchmarks package's, so the library's own package
+# has no dependencies.
+TOOLS      := Benchmarks
+RELEASE    := $(SWIFT) build -c release $(CWARNINGS) --package-path $(TOOLS) --product metronome
+CLI        := $(TOOLS)/.build/release/metronome
 ARGS       ?=
 UBSAN_DIR  := $(shell dirname $$(clang -print-file-name=libclang_rt.ubsan_standalone-x86_64.so 2>/dev/null) 2>/dev/null)
 
@@ -19,10 +22,14 @@ deps:
 build: deps
 	$(SWIFT) build $(CWARNINGS)
 
-# The test suite: state machine, C core contract, SafeDispatchTimer on both backends,
-# measurement statistics. Real time, but no timing thresholds.
+# The test suite: state machine, C core contract, SafeDispatchTimer on both backends; then
+# that a client gets no other package and no Foundation; then the Benchmarks package's
+# tests (measurement statistics, the CLI run as a process). Real time, but no timing
+# thresholds.
 test: deps
 	$(SWIFT) test $(CWARNINGS)
+	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh
+	$(SWIFT) test $(CWARNINGS) --package-path $(TOOLS)
 
 # The fork tests' children start an engine, hence a thread; ThreadSanitizer refuses threads
 # after a multi-threaded fork unless told otherwise.

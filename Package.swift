@@ -1,8 +1,10 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-// The library needs only libevent and the toolchain; the CLI's packages are the CLI's
-// alone, and the micro-benchmarks live in Benchmarks/ as a package of their own.
+// The library needs only libevent and the toolchain: this package declares no package
+// dependencies. The CLI, its measurements and the micro-benchmarks live in Benchmarks/, a
+// package of their own that depends on this one by path (`make test` checks a client's
+// graph with scripts/check-client-dependencies.sh).
 let strictSwift: [SwiftSetting] = [
     .treatAllWarnings(as: .error),
     .enableUpcomingFeature("ExistentialAny"),
@@ -13,12 +15,14 @@ let package = Package(
     products: [
         .library(name: "Metronome", targets: ["Metronome"]),
         .library(name: "MetronomeTesting", targets: ["MetronomeTesting"]),
-        .executable(name: "metronome", targets: ["metronome"]),
-    ],
-    dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
-        .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
+        // The documented C API (CSupport/CMetronome/include/CMetronome.h), for callers that
+        // measure or drive the firing core itself, as `metronome scale` does. A product
+        // rather than `@_spi`: SPI cannot carry a C module's functions across packages, and
+        // the header is already the core's documented contract. It needs libevent only.
+        .library(name: "CMetronome", targets: ["CMetronome"]),
+        // Runs a package's executables from its tests. A product only so that the
+        // Benchmarks package's CLI tests share it; it is not part of the library's API.
+        .library(name: "MetronomeTestSupport", targets: ["MetronomeTestSupport"]),
     ],
     targets: [
         .systemLibrary(
@@ -35,19 +39,6 @@ let package = Package(
         ),
         .target(name: "Metronome", dependencies: ["CMetronome"], swiftSettings: strictSwift),
         .target(name: "MetronomeTesting", dependencies: ["Metronome"], swiftSettings: strictSwift),
-        .target(
-            name: "MetronomeMeasurements",
-            dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")],
-            swiftSettings: strictSwift
-        ),
-        .executableTarget(
-            name: "metronome",
-            dependencies: [
-                "Metronome", "MetronomeMeasurements", "CMetronome",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: strictSwift
-        ),
         // Runs one libdispatch crash pattern per process, so tests can show it dies raw and
         // survives through SafeDispatchTimer (Tests/MetronomeTests/CrashPatternTests.swift).
         .executableTarget(
@@ -63,12 +54,8 @@ let package = Package(
             name: "MetronomeTests",
             dependencies: ["Metronome", "MetronomeTesting", "MetronomeTestSupport"]
         ),
-        .testTarget(
-            name: "MetronomePatternsTests",
-            dependencies: ["Metronome", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")]
-        ),
-        .testTarget(name: "MetronomeMeasurementsTests", dependencies: ["MetronomeMeasurements"]),
-        .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome", "MetronomeTestSupport"]),
+        .testTarget(name: "MetronomePatternsTests", dependencies: ["Metronome"]),
+        .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,20 +1,49 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-// Micro-benchmarks for Metronome, a package of their own so the library never depends on
-// package-benchmark (STYLE §12, as SwiftNIO does). Run with `make bench` from the root.
+// Everything that measures Metronome, in a package of its own so that a client of the
+// library resolves no third-party package: the `metronome` CLI and its measurements
+// (swift-argument-parser, hdrhistogram-swift), the micro-benchmarks (ordo-one/benchmark),
+// and the tests that need them (swift-async-algorithms). It depends on the root by path.
+// From the root: `make jitter`, `make bench`, `make test`.
 //
 // `MallocInterposer` is ordo-one/benchmark's malloc-statistics backend on Swift 6.3+; naming
 // the traits explicitly also leaves out `RuntimeInterposer` (swift-runtime-interposer),
 // which only feeds the ARC metrics these benchmarks do not use.
+let strictSwift: [SwiftSetting] = [
+    .treatAllWarnings(as: .error),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
 let package = Package(
     name: "MetronomeBenchmarks",
     platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "metronome", targets: ["metronome"])
+    ],
     dependencies: [
         .package(name: "Metronome", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     ],
     targets: [
+        .target(
+            name: "MetronomeMeasurements",
+            dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")],
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "metronome",
+            dependencies: [
+                "MetronomeMeasurements",
+                .product(name: "Metronome", package: "Metronome"),
+                .product(name: "CMetronome", package: "Metronome"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "MetronomeBenchmarks",
             dependencies: [
@@ -26,7 +55,21 @@ let package = Package(
             plugins: [
                 .plugin(name: "BenchmarkPlugin", package: "benchmark")
             ]
-        )
+        ),
+        .testTarget(name: "MetronomeMeasurementsTests", dependencies: ["MetronomeMeasurements"]),
+        // Runs the built `metronome` as a child process.
+        .testTarget(
+            name: "MetronomeCLITests",
+            dependencies: [.product(name: "MetronomeTestSupport", package: "Metronome")]
+        ),
+        .testTarget(
+            name: "EngineClockAsyncAlgorithmsTests",
+            dependencies: [
+                "MetronomeMeasurements",
+                .product(name: "Metronome", package: "Metronome"),
+                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,24 +1,6 @@
-import AsyncAlgorithms
 import Foundation
 import Metronome
 import Testing
-
-/// An `EngineClock` that records every deadline it is asked to sleep until.
-struct RecordingClock: Clock {
-    typealias Duration = Swift.Duration
-    typealias Instant = TimerInstant
-
-    let base: EngineClock
-    let deadlines = Recorder<TimerInstant>()
-
-    var now: TimerInstant { self.base.now }
-    var minimumResolution: Duration { self.base.minimumResolution }
-
-    func sleep(until deadline: TimerInstant, tolerance: Duration?) async throws {
-        self.deadlines.append(deadline)
-        try await self.base.sleep(until: deadline, tolerance: tolerance)
-    }
-}
 
 @Suite(.serialized)
 struct EngineClockTests {
@@ -124,31 +106,5 @@ struct EngineClockTests {
         await #expect(throws: TimerError.self) {
             try await clock.sleep(until: clock.now.advanced(by: .milliseconds(1)))
         }
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func asyncTimerSequenceHasNoDriftAndIsNeverEarly() async throws {
-        let interval = Duration.milliseconds(1)
-        let recording = RecordingClock(base: self.clock)
-        var yielded: [TimerInstant] = []
-        yielded.reserveCapacity(1000)
-        for await instant in AsyncTimerSequence(interval: interval, clock: recording) {
-            yielded.append(instant)
-            if yielded.count == 1000 { break }
-        }
-        let deadlines = recording.deadlines.entries
-        #expect(deadlines.count >= 1000)
-        let start = deadlines[0].advanced(by: .zero - interval)
-        var exact = 0
-        var early = 0
-        for k in 0..<1000 {
-            if deadlines[k] == start.advanced(by: interval * (k + 1)) { exact += 1 }
-            if yielded[k] < deadlines[k] { early += 1 }
-        }
-        #expect(exact == 1000)
-        #expect(early == 0)
-        // No accumulated lateness: the last instant is near start + 1000 intervals.
-        #expect(start.advanced(by: interval * 1000).duration(to: yielded[999]) < .milliseconds(250))
-        #expect(await eventually { self.engine.counters.armed == 0 })
     }
 }

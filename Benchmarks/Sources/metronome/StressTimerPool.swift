@@ -12,7 +12,7 @@ final class StressTimer: Sendable {
     let timer: SafeDispatchTimer
     /// Never held while calling into ``timer``: `cancelAndWait` may wait for a handler
     /// that takes it.
-    let shadow = LockedBox(StressShadow())
+    let shadow = LockedCondition(StressShadow())
     let repeating: Bool
 
     init(backend: SafeDispatchTimer.Backend, repeating: Bool) {
@@ -57,7 +57,7 @@ final class StressTimerPool: StressSubject {
     private let backend: SafeDispatchTimer.Backend
     /// The engine behind ``backend``, whose counters are checked at the end; `nil` for GCD.
     private let engine: TimerEngine?
-    private let slots: [LockedBox<StressTimer?>]
+    private let slots: [LockedCondition<StressTimer?>]
     private let violations: StressViolations
     private let live = StressLiveObjects()
     private let tokens = Atomic<UInt64>(0)
@@ -73,7 +73,7 @@ final class StressTimerPool: StressSubject {
         self.name = name
         self.backend = backend
         self.engine = engine
-        self.slots = (0..<timers).map { _ in LockedBox(nil) }
+        self.slots = (0..<timers).map { _ in LockedCondition(nil) }
         self.violations = violations
     }
 
@@ -83,13 +83,13 @@ final class StressTimerPool: StressSubject {
         switch operation {
         case .create:
             let timer = StressTimer(backend: self.backend, repeating: random.next(below: 10) < 4)
-            let old = self.slots[slot].withLockedValue { current in
+            let old = self.slots[slot].withLock { current in
                 defer { current = timer }
                 return current
             }
             withExtendedLifetime(old) {}  // released here, outside the slot lock
         case .drop:
-            let old = self.slots[slot].withLockedValue { current in
+            let old = self.slots[slot].withLock { current in
                 defer { current = nil }
                 return current
             }
@@ -97,11 +97,11 @@ final class StressTimerPool: StressSubject {
         case .schedule:
             // Scheduling an empty slot fills it first, so most slots hold a timer.
             let timer =
-                self.slots[slot].withLockedValue { $0 }
+                self.slots[slot].withLock { $0 }
                 ?? self.install(StressTimer(backend: self.backend, repeating: random.next(below: 10) < 4), in: slot)
             self.schedule(timer, slot: slot, &random)
         case .reschedule, .suspend, .resume, .cancel, .cancelAndWait, .state:
-            guard let timer = self.slots[slot].withLockedValue({ $0 }) else { break }
+            guard let timer = self.slots[slot].withLock({ $0 }) else { break }
             switch operation {
             case .reschedule: self.reschedule(timer, fromHandler: false, &random)
             case .suspend: self.suspend(timer)
@@ -116,7 +116,7 @@ final class StressTimerPool: StressSubject {
     }
 
     private func install(_ timer: StressTimer, in slot: Int) -> StressTimer {
-        self.slots[slot].withLockedValue { current in
+        self.slots[slot].withLock { current in
             if let current { return current }
             current = timer
             return timer
@@ -137,7 +137,7 @@ final class StressTimerPool: StressSubject {
         let token = self.tokens.add(1, ordering: .relaxed).newValue
         let context = StressHandlerContext(token: token, repeating: stress.repeating, live: self.live)
         let grid = Self.randomGrid(for: stress, &random)
-        let ticket = stress.shadow.withLockedValue { shadow in
+        let ticket = stress.shadow.withLock { shadow in
             shadow.register(grid, token: token)
             return shadow.begin(arming: true)
         }
@@ -149,12 +149,12 @@ final class StressTimerPool: StressSubject {
         ) { [weak stress, self] tick in
             self.handle(tick, context: context, shadow: shadow, timer: stress, slot: slot)
         }
-        stress.shadow.withLockedValue { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
+        stress.shadow.withLock { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
     }
 
     private func reschedule(_ stress: StressTimer, fromHandler: Bool, _ random: inout SplitMix64) {
         let grid = Self.randomGrid(for: stress, &random)
-        let ticket = stress.shadow.withLockedValue { shadow in
+        let ticket = stress.shadow.withLock { shadow in
             // Any handler may carry it: reschedule keeps whichever one is installed.
             shadow.register(grid, token: nil)
             return shadow.begin(arming: true)
@@ -165,36 +165,36 @@ final class StressTimerPool: StressSubject {
         )
         // From its own handler, the firing in flight is that handler itself.
         let transition: StressShadow.Transition = accepted ? .reschedule(grid, allowance: fromHandler ? 0 : 1) : .none
-        stress.shadow.withLockedValue { $0.end(ticket, arming: true, transition: transition) }
+        stress.shadow.withLock { $0.end(ticket, arming: true, transition: transition) }
     }
 
     private func suspend(_ stress: StressTimer) {
-        let ticket = stress.shadow.withLockedValue { $0.begin(arming: false) }
+        let ticket = stress.shadow.withLock { $0.begin(arming: false) }
         let accepted = stress.timer.suspend()
         let transition: StressShadow.Transition = accepted ? .stop(cause: .whileSuspended, allowance: 1) : .none
-        stress.shadow.withLockedValue { $0.end(ticket, arming: false, transition: transition) }
+        stress.shadow.withLock { $0.end(ticket, arming: false, transition: transition) }
     }
 
     private func resume(_ stress: StressTimer) {
-        let ticket = stress.shadow.withLockedValue { $0.begin(arming: true) }
+        let ticket = stress.shadow.withLock { $0.begin(arming: true) }
         let accepted = stress.timer.resume()
-        stress.shadow.withLockedValue { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
+        stress.shadow.withLock { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
     }
 
     private func cancel(_ stress: StressTimer, fromHandler: Bool) {
-        let ticket = stress.shadow.withLockedValue { $0.begin(arming: false) }
+        let ticket = stress.shadow.withLock { $0.begin(arming: false) }
         let accepted = stress.timer.cancel()
         let transition: StressShadow.Transition =
             accepted ? .stop(cause: .afterCancel, allowance: fromHandler ? 0 : 1) : .none
-        stress.shadow.withLockedValue { $0.end(ticket, arming: false, transition: transition) }
+        stress.shadow.withLock { $0.end(ticket, arming: false, transition: transition) }
     }
 
     /// From another thread it waits for a running handler, so nothing may start after it;
     /// from the timer's own handler it returns at once, and that handler is the last.
     private func cancelAndWait(_ stress: StressTimer) {
-        let ticket = stress.shadow.withLockedValue { $0.begin(arming: false) }
+        let ticket = stress.shadow.withLock { $0.begin(arming: false) }
         stress.timer.cancelAndWait()
-        stress.shadow.withLockedValue {
+        stress.shadow.withLock {
             $0.end(ticket, arming: false, transition: .stop(cause: .afterCancelAndWait, allowance: 0))
         }
     }
@@ -204,7 +204,7 @@ final class StressTimerPool: StressSubject {
     private func handle(
         _ tick: Tick,
         context: StressHandlerContext,
-        shadow: LockedBox<StressShadow>,
+        shadow: LockedCondition<StressShadow>,
         timer: StressTimer?,
         slot: Int
     ) {
@@ -212,7 +212,7 @@ final class StressTimerPool: StressSubject {
         let scheduled = tick.scheduled.nanoseconds
         var broken: [StressInvariant] = []
         var gated = false
-        let grid = shadow.withLockedValue { shadow in
+        let grid = shadow.withLock { shadow in
             let grid = shadow.enter(token: context.token, scheduled: scheduled, broken: &broken, gated: &gated)
             if now < scheduled { broken.append(.early) }
             Self.check(tick, on: grid, context: context, broken: &broken)
@@ -234,7 +234,7 @@ final class StressTimerPool: StressSubject {
         if let timer, !self.closing.load(ordering: .relaxed) {
             self.actOnOwnTimer(timer, tick: tick, token: context.token, slot: slot)
         }
-        shadow.withLockedValue { $0.exit() }
+        shadow.withLock { $0.exit() }
     }
 
     /// The rules a single tick must follow, given the grid it lies on.
@@ -279,7 +279,7 @@ final class StressTimerPool: StressSubject {
             self.reschedule(stress, fromHandler: true, &random)
         case 80..<100:
             let replacement = random.next(below: 2) == 0 ? StressTimer(backend: self.backend, repeating: stress.repeating) : nil
-            let old = self.slots[slot].withLockedValue { current -> StressTimer? in
+            let old = self.slots[slot].withLock { current -> StressTimer? in
                 guard current === stress else { return nil }
                 defer { current = replacement }
                 return current
@@ -299,10 +299,10 @@ final class StressTimerPool: StressSubject {
         self.closing.store(true, ordering: .relaxed)
         // Every op thread has been joined; wait out running handlers, then drop every timer.
         for slot in self.slots {
-            slot.withLockedValue { $0 }?.timer.cancelAndWait()
+            slot.withLock { $0 }?.timer.cancelAndWait()
         }
         for slot in self.slots {
-            let old = slot.withLockedValue { current in
+            let old = slot.withLock { current in
                 defer { current = nil }
                 return current
             }

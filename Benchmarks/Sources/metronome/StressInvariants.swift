@@ -1,4 +1,5 @@
 import Metronome
+import MetronomeMeasurements
 
 /// One rule `metronome stress` checks; the raw value is its key in the JSON output.
 enum StressInvariant: String, CaseIterable, Codable, Sendable {
@@ -86,12 +87,12 @@ final class StressViolations: Sendable {
     /// How many descriptions are kept per subject and invariant; counts are always complete.
     static let exampleLimit = 3
 
-    private let storage = LockedBox(Storage())
+    private let storage = LockedCondition(Storage())
 
     func record(_ invariant: StressInvariant, subject: String, count: Int = 1, _ detail: @autoclosure () -> String) {
         guard count > 0 else { return }
         let example = "\(subject): \(invariant.rawValue): \(detail())"
-        self.storage.withLockedValue { storage in
+        self.storage.withLock { storage in
             let before = storage.counts[subject, default: [:]][invariant, default: 0]
             storage.counts[subject, default: [:]][invariant] = before + count
             if before < Self.exampleLimit { storage.examples.append(example) }
@@ -99,14 +100,14 @@ final class StressViolations: Sendable {
     }
 
     func counts(subject: String) -> [StressInvariant: Int] {
-        self.storage.withLockedValue { $0.counts[subject] ?? [:] }
+        self.storage.withLock { $0.counts[subject] ?? [:] }
     }
 
     var total: Int {
-        self.storage.withLockedValue { $0.counts.values.reduce(0) { $0 + $1.values.reduce(0, +) } }
+        self.storage.withLock { $0.counts.values.reduce(0) { $0 + $1.values.reduce(0, +) } }
     }
 
     var examples: [String] {
-        self.storage.withLockedValue { $0.examples }
+        self.storage.withLock { $0.examples }
     }
 }

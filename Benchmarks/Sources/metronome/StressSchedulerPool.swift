@@ -61,9 +61,9 @@ final class StressSchedulerPool: StressSubject {
     private let totalWeight = Operation.allCases.reduce(0) { $0 + $1.weight }
 
     private let engine: TimerEngine
-    private let scheduler: LockedBox<TimerScheduler?>
-    private let ids = LockedBox<[TimerScheduler.TimerID]>([])
-    private let ledger = LockedBox(Ledger())
+    private let scheduler: LockedCondition<TimerScheduler?>
+    private let ids = LockedCondition<[TimerScheduler.TimerID]>([])
+    private let ledger = LockedCondition(Ledger())
     private let cancelReturns = Atomic<Int>(0)
     private let drained = DispatchSemaphore(value: 0)
     private let violations: StressViolations
@@ -71,14 +71,14 @@ final class StressSchedulerPool: StressSubject {
     init(engine: TimerEngine, violations: StressViolations) {
         let scheduler = TimerScheduler(engine: engine)
         self.engine = engine
-        self.scheduler = LockedBox(scheduler)
+        self.scheduler = LockedCondition(scheduler)
         self.violations = violations
         let events = scheduler.events
         let ledger = self.ledger
         let drained = self.drained
         Task.detached {
             for await event in events {
-                ledger.withLockedValue { ledger in
+                ledger.withLock { ledger in
                     ledger.update(event.id) { flags in
                         let wasTerminal = !flags.isDisjoint(with: .terminal)
                         switch event {
@@ -103,16 +103,16 @@ final class StressSchedulerPool: StressSubject {
 
     func step(_ random: inout SplitMix64) -> Int {
         let operation = Operation(rawValue: random.pick(weights: self.weights, total: self.totalWeight))!
-        guard let scheduler = self.scheduler.withLockedValue({ $0 }) else { return operation.rawValue }
+        guard let scheduler = self.scheduler.withLock({ $0 }) else { return operation.rawValue }
         switch operation {
         case .schedule:
             let repeating = random.next(below: 10) < 3
             let delay = Duration.nanoseconds(random.nanoseconds(in: StressTimerPool.delay))
             let period = repeating ? Duration.nanoseconds(random.nanoseconds(in: StressTimerPool.period)) : nil
             let id = scheduler.schedule(after: delay, repeating: period)
-            self.ledger.withLockedValue { $0.update(id) { $0.insert(repeating ? [.issued, .repeating] : .issued) } }
+            self.ledger.withLock { $0.update(id) { $0.insert(repeating ? [.issued, .repeating] : .issued) } }
             // A full list makes room by cancelling a random id, so repeating timers stay few.
-            let evicted = self.ids.withLockedValue { ids -> TimerScheduler.TimerID? in
+            let evicted = self.ids.withLock { ids -> TimerScheduler.TimerID? in
                 ids.append(id)
                 guard ids.count > Self.tracked else { return nil }
                 ids.swapAt(Int(random.next(below: Int64(ids.count))), ids.count - 1)
@@ -120,7 +120,7 @@ final class StressSchedulerPool: StressSubject {
             }
             if let evicted, scheduler.cancel(evicted) { self.cancelReturns.add(1, ordering: .relaxed) }
         case .cancel:
-            let id = self.ids.withLockedValue { ids -> TimerScheduler.TimerID? in
+            let id = self.ids.withLock { ids -> TimerScheduler.TimerID? in
                 guard !ids.isEmpty else { return nil }
                 ids.swapAt(Int(random.next(below: Int64(ids.count))), ids.count - 1)
                 return ids.removeLast()
@@ -129,7 +129,7 @@ final class StressSchedulerPool: StressSubject {
         case .cancelSet:
             // Up to 8 ids; some stay listed, so later cancels hit finished or cancelled ids too.
             let count = Int(random.next(below: 8)) + 1
-            let chosen = self.ids.withLockedValue { ids -> [TimerScheduler.TimerID] in
+            let chosen = self.ids.withLock { ids -> [TimerScheduler.TimerID] in
                 guard !ids.isEmpty else { return [] }
                 var chosen: [TimerScheduler.TimerID] = []
                 for _ in 0..<count {
@@ -150,14 +150,14 @@ final class StressSchedulerPool: StressSubject {
     }
 
     func finish(operations: [Int], seconds: Double) -> StressResult {
-        if let scheduler = self.scheduler.withLockedValue({ $0 }) {
+        if let scheduler = self.scheduler.withLock({ $0 }) {
             self.cancelReturns.add(scheduler.cancelAll(), ordering: .relaxed)
         }
         // The last reference: its deinit finishes the event stream behind every queued event.
         // Released at the end of this block, outside the lock (a local lives to its scope's end
         // in a debug build).
         do {
-            let last = self.scheduler.withLockedValue { scheduler in
+            let last = self.scheduler.withLock { scheduler in
                 defer { scheduler = nil }
                 return scheduler
             }
@@ -171,7 +171,7 @@ final class StressSchedulerPool: StressSubject {
             let armed = self.engine.counters.armed
             self.violations.record(.engineArmed, subject: self.name, "\(armed) timers still armed")
         }
-        let (executed, cancelled) = self.ledger.withLockedValue { ($0.executed, $0.cancelled) }
+        let (executed, cancelled) = self.ledger.withLock { ($0.executed, $0.cancelled) }
         let fired = self.engine.counters.fired
         if fired < UInt64(executed) {
             self.violations.record(.engineFired, subject: self.name, "fired \(fired) < \(executed) executed events")
@@ -189,7 +189,7 @@ final class StressSchedulerPool: StressSubject {
     }
 
     private func audit() {
-        let (flags, cancelled) = self.ledger.withLockedValue { ($0.flags, $0.cancelled) }
+        let (flags, cancelled) = self.ledger.withLock { ($0.flags, $0.cancelled) }
         for (index, flag) in flags.enumerated() where !flag.isEmpty {
             let id = TimerScheduler.TimerID(rawValue: UInt64(index))
             let kind = flag.contains(.repeating) ? "repeating" : "one-shot"

@@ -70,7 +70,7 @@ public final class LockedCondition<Value> {
     ///     ``broadcast()``.
     /// - Returns: `true` if the predicate held, `false` on timeout.
     public func wait(timeout: Duration, until predicate: (Value) -> Bool) -> Bool {
-        let deadline = MonotonicTime.now() &+ timeout.nanosecondsClamped
+        let deadline = MonotonicTime.now() &+ max(0, timeout.saturatingNanoseconds)
         var limit = timespec(
             tv_sec: Int(deadline / 1_000_000_000),
             tv_nsec: Int(deadline % 1_000_000_000)
@@ -88,15 +88,3 @@ public final class LockedCondition<Value> {
 
 // Every access to `storage` goes through `mutex`.
 extension LockedCondition: @unchecked Sendable where Value: Sendable {}
-
-extension Duration {
-    /// This duration in whole nanoseconds, clamped to `0...Int64.max`.
-    var nanosecondsClamped: Int64 {
-        let (seconds, attoseconds) = self.components
-        guard seconds >= 0 else { return 0 }
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow else { return .max }
-        let (total, overflowAdding) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-        return overflowAdding ? .max : total
-    }
-}

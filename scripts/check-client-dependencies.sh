@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds a throw-away client of the root package's `Metronome` and `MetronomeTesting`
+# products and fails if the client resolves any package besides Metronome, or if its
+# binary links Foundation. A client must get the toolchain and libevent, nothing else;
+# this catches a dependency or an `import Foundation` slipping back into the library.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+swift="${SWIFT:-swift}"
+client="$(mktemp -d)"
+trap 'rm -rf "$client"' EXIT
+
+mkdir -p "$client/Sources/Client"
+cat > "$client/Package.swift" <<MANIFEST
+// swift-tools-version:6.2
+import PackageDescription
+let package = Package(
+    name: "Client",
+    dependencies: [.package(name: "Metronome", path: "$root")],
+    targets: [
+        .executableTarget(name: "Client", dependencies: [
+            .product(name: "Metronome", package: "Metronome"),
+            .product(name: "MetronomeTesting", package: "Metronome"),
+        ])
+    ]
+)
+MANIFEST
+cat > "$client/Sources/Client/main.swift" <<'SOURCE'
+import Metronome
+import MetronomeTesting
+
+let timeline = ManualTimeline()
+let timer = SafeDispatchTimer(backend: .custom(timeline))
+_ = timer.schedule(interval: 1) {}
+timeline.advance(by: .seconds(1))
+let engineTimer = SafeDispatchTimer()
+print(engineTimer.schedule(interval: 60) {}, engineTimer.cancel())
+SOURCE
+
+"$swift" build --package-path "$client" >/dev/null
+
+# A package found by path is identified by its directory's name, lower-cased.
+metronome="$(basename "$root" | tr '[:upper:]' '[:lower:]')"
+packages="$("$swift" package --package-path "$client" show-dependencies --format flatlist)"
+foreign="$(printf '%s\n' "$packages" | grep -vx "$metronome" | grep -v '^$' || true)"
+if [ -n "$foreign" ]; then
+	echo "check-client-dependencies: a client of Metronome resolves other packages:" >&2
+	printf '%s\n' "$foreign" >&2
+	exit 1
+fi
+
+binary="$("$swift" build --package-path "$client" --show-bin-path)/Client"
+if readelf -d "$binary" | grep NEEDED | grep -i 'libFoundation'; then
+	echo "check-client-dependencies: a client of Metronome links Foundation (above)" >&2
+	exit 1
+fi
+echo "check-client-dependencies: a client resolves only Metronome and links no Foundation"
