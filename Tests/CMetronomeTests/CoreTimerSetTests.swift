@@ -161,7 +161,10 @@ extension CoreContractTests {
                 soon[probe.index] = deadline
                 try #require(probe.armOnce(clock, at: deadline) == 0)
             }
-            #expect(engine.counters.armed == UInt64(armedSet.count))
+            // Unless re-arming took past the earliest deadline (a slow, sanitized run).
+            if Time.monotonic() < soon.values.min() ?? .max {
+                #expect(engine.counters.armed == UInt64(armedSet.count))
+            }
             #expect(engine.waitFirings(armedSet.count))
             #expect(!engine.log.wait(timeoutNs: 100 * Time.ms) { $0.firings.count > armedSet.count })
             let firings = engine.firings

@@ -40,7 +40,7 @@ final class StressLifecycleSubject: StressSubject {
 
     /// Keeps a timer until its own handler drops it.
     private final class Holder: Sendable {
-        let timer = LockedBox<SafeDispatchTimer?>(nil)
+        let timer = LockedCondition<SafeDispatchTimer?>(nil)
     }
 
     /// Names every engine's firing thread, so engines alive at the end can be counted.
@@ -50,8 +50,8 @@ final class StressLifecycleSubject: StressSubject {
     let name = "lifecycle"
     let operationNames = Operation.allCases.map(\.rawValue)
 
-    private let engine: LockedBox<TimerEngine?>
-    private let slots = (0..<StressLifecycleSubject.slotCount).map { _ in LockedBox<Tracked?>(nil) }
+    private let engine: LockedCondition<TimerEngine?>
+    private let slots = (0..<StressLifecycleSubject.slotCount).map { _ in LockedCondition<Tracked?>(nil) }
     private let live = StressLiveObjects()
     private let entries = Atomic<Int>(0)
     private let forks = Atomic<Int>(0)
@@ -60,7 +60,7 @@ final class StressLifecycleSubject: StressSubject {
 
     init(violations: StressViolations) throws {
         self.violations = violations
-        self.engine = LockedBox(try Self.makeEngine())
+        self.engine = LockedCondition(try Self.makeEngine())
     }
 
     private static func makeEngine() throws(TimerError) -> TimerEngine {
@@ -85,22 +85,22 @@ final class StressLifecycleSubject: StressSubject {
         let slot = self.slots[Int(random.next(below: Int64(self.slots.count)))]
         switch random.next(below: 4) {
         case 0:
-            guard let engine = self.engine.withLockedValue({ $0 }) else { return }
+            guard let engine = self.engine.withLock({ $0 }) else { return }
             let tracked = Tracked(SafeDispatchTimer(backend: .engine(engine)))
             self.schedule(tracked, in: .microseconds(Int(random.next(below: 3_000))), repeating: random.next(below: 2) == 0)
-            let old = slot.withLockedValue { current in
+            let old = slot.withLock { current in
                 defer { current = tracked }
                 return current
             }
             withExtendedLifetime(old) {}
         case 1:
-            slot.withLockedValue { $0 }?.timer.reschedule(deadline: .now() + .microseconds(Int(random.next(below: 3_000))))
+            slot.withLock { $0 }?.timer.reschedule(deadline: .now() + .microseconds(Int(random.next(below: 3_000))))
         case 2:
-            guard let tracked = slot.withLockedValue({ $0 }) else { return }
+            guard let tracked = slot.withLock({ $0 }) else { return }
             tracked.timer.cancelAndWait()
             tracked.closed.store(true, ordering: .releasing)
         default:
-            let old = slot.withLockedValue { current in
+            let old = slot.withLock { current in
                 defer { current = nil }
                 return current
             }
@@ -123,7 +123,7 @@ final class StressLifecycleSubject: StressSubject {
     /// Shuts the current engine down while other threads keep operating on its timers.
     private func replaceEngine() {
         let fresh = try? Self.makeEngine()
-        let old = self.engine.withLockedValue { current in
+        let old = self.engine.withLock { current in
             defer { current = fresh }
             return current
         }
@@ -142,7 +142,7 @@ final class StressLifecycleSubject: StressSubject {
         let neighbour = Tracked(SafeDispatchTimer(backend: .engine(engine)))
         self.schedule(neighbour, in: .milliseconds(1), repeating: true)
         let slot = self.slots[Int(random.next(below: Int64(self.slots.count)))]
-        let old = slot.withLockedValue { current in
+        let old = slot.withLock { current in
             defer { current = neighbour }
             return current
         }
@@ -157,11 +157,11 @@ final class StressLifecycleSubject: StressSubject {
         let holder = Holder()
         let timer = SafeDispatchTimer(backend: .engine(engine))
         let context = StressHandlerContext(token: 0, repeating: true, live: self.live)
-        holder.timer.withLockedValue { $0 = timer }
+        holder.timer.withLock { $0 = timer }
         timer.schedule(deadline: .now() + .microseconds(Int(random.next(below: 2_000))), repeating: .milliseconds(1)) {
             _ in
             withExtendedLifetime(context) {}
-            let last = holder.timer.withLockedValue { current in
+            let last = holder.timer.withLock { current in
                 defer { current = nil }
                 return current
             }
@@ -225,18 +225,18 @@ final class StressLifecycleSubject: StressSubject {
 
     func finish(operations: [Int], seconds: Double) -> StressResult {
         for slot in self.slots {
-            guard let tracked = slot.withLockedValue({ $0 }) else { continue }
+            guard let tracked = slot.withLock({ $0 }) else { continue }
             tracked.timer.cancelAndWait()
             tracked.closed.store(true, ordering: .releasing)
         }
         for slot in self.slots {
-            let old = slot.withLockedValue { current in
+            let old = slot.withLock { current in
                 defer { current = nil }
                 return current
             }
             withExtendedLifetime(old) {}
         }
-        let last = self.engine.withLockedValue { current in
+        let last = self.engine.withLock { current in
             defer { current = nil }
             return current
         }
