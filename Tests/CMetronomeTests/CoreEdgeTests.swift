@@ -261,7 +261,7 @@ extension CoreContractTests {
             var results: [(earlierFired: Int64, laterDeadline: Int64)] = []
             // A trial counts only if the test thread armed the earlier timer inside the spin
             // and ahead of the later deadline; a stalled machine retries.
-            for _ in 0..<20 where results.count < 3 {
+            for _ in 0..<200 where results.count < 3 {
                 let engine = try Engine(spinNs: spin)
                 let later = try engine.makeTimer()
                 let earlier = try engine.makeTimer()
@@ -293,7 +293,7 @@ extension CoreContractTests {
             let spin = Int64(MTR_SPIN_MAX_NS)
             var trials = 0
             var endedEarly = 0
-            for _ in 0..<20 where endedEarly == 0 {
+            for _ in 0..<200 where endedEarly == 0 {
                 let engine = try Engine(spinNs: spin)
                 let probe = try engine.makeTimer()
                 let deadline = Time.monotonic() + 10 * Time.ms
