@@ -124,7 +124,9 @@ public final class LatencyRecorder: Sendable {
                 p999Nanoseconds: percentile(99.9),
                 maxNanoseconds: Int64(clamping: histogram.max),
                 missed: state.missed,
-                early: state.early
+                early: state.early,
+                meanNanoseconds: state.samples == 0 ? 0 : histogram.mean,
+                standardDeviationNanoseconds: state.samples == 0 ? 0 : histogram.stdDeviation
             )
         }
     }

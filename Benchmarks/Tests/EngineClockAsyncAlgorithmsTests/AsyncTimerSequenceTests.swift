@@ -44,10 +44,10 @@ struct AsyncTimerSequenceTests {
             if deadlines[k] == start.advanced(by: interval * (k + 1)) { exact += 1 }
             if yielded[k] < deadlines[k] { early += 1 }
         }
+        // No drift: every deadline is start + k·interval exactly, however late a resumption
+        // came (how late depends on the machine's load, so it is not asserted).
         #expect(exact == 1000)
         #expect(early == 0)
-        // No accumulated lateness: the last instant is near start + 1000 intervals.
-        #expect(start.advanced(by: interval * 1000).duration(to: yielded[999]) < .milliseconds(250))
         // Leaving the loop cancels the sleeping task, which disarms its timer.
         let disarmed = ContinuousClock.now + .seconds(5)
         while engine.counters.armed != 0, ContinuousClock.now < disarmed {

@@ -10,13 +10,15 @@ struct ScaleCommand: ParsableCommand {
         abstract: "Add+cancel, reschedule, memory per timer and fire throughput with many timers armed."
     )
 
-    @Option(help: "Timers armed for the core and the Swift API.")
+    @Option(help: "Timers armed for the core and the Swift API, 1 to 10000000 (and 1 KB each of this machine's memory).")
     var timers: Int = 1_000_000
 
-    @Option(name: .customLong("gcd-timers"), help: "Timers for GCD (a kernel-visible source each: kept smaller).")
+    @Option(
+        name: .customLong("gcd-timers"),
+        help: "Timers for GCD (a kernel-visible source each: kept smaller), 1 to 1000000.")
     var gcdTimers: Int = 100_000
 
-    @Option(help: "Add+cancel pairs and reschedules measured per backend.")
+    @Option(help: "Add+cancel pairs and reschedules measured per backend, 1 to 100000000.")
     var operations: Int = 2_000_000
 
     /// Short enough that the burst outruns every backend, so `fires/s` measures how fast
@@ -24,7 +26,7 @@ struct ScaleCommand: ParsableCommand {
     /// 1M/s, whoever fires them); random, so the timers are reached in random order.
     @Option(
         name: .customLong("fire-window"),
-        help: "The fire phase's deadlines are spread at random over this many ms (0: one instant).")
+        help: "The fire phase's deadlines are spread at random over this many ms (0: one instant), up to 60000.")
     var fireWindow: Double = 10
 
     @Option(help: "Seed of the random deadlines.")
@@ -33,13 +35,24 @@ struct ScaleCommand: ParsableCommand {
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
+    /// Memory each armed timer may take, for the cap on `--timers`: the Swift API took 433
+    /// bytes per timer, GCD 520, and the run keeps arrays of ids and deadlines beside them.
+    static let bytesPerTimerBudget = 1024
+
+    func validate() throws {
+        let memoryBytes = Int(sysconf(Int32(_SC_PHYS_PAGES))) * Int(sysconf(Int32(_SC_PAGESIZE)))
+        let mostTimers = min(10_000_000, max(1, memoryBytes / Self.bytesPerTimerBudget))
+        try OptionRules.check(self.timers, "--timers", in: 1...mostTimers)
+        try OptionRules.check(self.gcdTimers, "--gcd-timers", in: 1...min(1_000_000, mostTimers))
+        try OptionRules.check(self.operations, "--operations", in: 1...100_000_000)
+        try OptionRules.check(self.fireWindow, "--fire-window", in: 0...60_000, unit: "ms")
+    }
+
     func run() throws {
-        guard self.timers > 0, self.gcdTimers > 0, self.operations > 0, self.fireWindow >= 0 else {
-            throw ValidationError("timers, gcd-timers and operations must be positive; fire-window not negative")
-        }
+        let startedAt = Date()
         let config = ScaleConfiguration(
             timers: self.timers, gcdTimers: self.gcdTimers, operations: self.operations,
-            fireWindowNanoseconds: Int64(self.fireWindow * 1e6), seed: self.seed
+            fireWindowNanoseconds: OptionConversion.nanoseconds(self.fireWindow, nanosecondsPerUnit: 1e6), seed: self.seed
         )
         let subjects: [any ScaleSubject] = [CoreScaleSubject(), SwiftScaleSubject(), DispatchScaleSubject()]
         let progress = Terminal.progress(quiet: self.json)
@@ -53,7 +66,9 @@ struct ScaleCommand: ParsableCommand {
             "fires_per_s = timers fired / (last firing − earliest deadline); deadlines spread over \(self.fireWindow) ms",
             "bytes_per_timer = resident memory growth (after malloc_trim) / timers armed",
         ]
-        let report = Report(command: "scale", config: config, machine: .current(), results: results, notes: notes)
+        let report = Report(
+            command: "scale", invocation: .finished(startedAt: startedAt), config: config, machine: .current(),
+            results: results, notes: notes)
         if self.json {
             print(try report.jsonString())
         } else {

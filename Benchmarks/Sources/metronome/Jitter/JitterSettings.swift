@@ -1,0 +1,55 @@
+import MetronomeMeasurements
+
+/// Everything a jitter run was asked for, as its report's `config`: the measurement's
+/// settings and the command's own (load, rounds, backends, engine-spin's window,
+/// engine-rt's priority, the histogram directory), in one flat object.
+struct JitterSettings: Codable, Sendable {
+    var measurement: JitterConfiguration
+    var load: Int
+    var rounds: Int
+    var backends: [String]
+    var spinNanoseconds: Int64
+    var priority: Int
+    var hgrmDirectory: String?
+
+    enum CodingKeys: String, CodingKey {
+        case load, rounds, backends, priority
+        case spinNanoseconds = "spin_ns"
+        case hgrmDirectory = "hgrm"
+    }
+
+    init(
+        measurement: JitterConfiguration, load: Int, rounds: Int, backends: [String], spinNanoseconds: Int64,
+        priority: Int, hgrmDirectory: String?
+    ) {
+        self.measurement = measurement
+        self.load = load
+        self.rounds = rounds
+        self.backends = backends
+        self.spinNanoseconds = spinNanoseconds
+        self.priority = priority
+        self.hgrmDirectory = hgrmDirectory
+    }
+
+    init(from decoder: any Decoder) throws {
+        self.measurement = try JitterConfiguration(from: decoder)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.load = try container.decode(Int.self, forKey: .load)
+        self.rounds = try container.decode(Int.self, forKey: .rounds)
+        self.backends = try container.decode([String].self, forKey: .backends)
+        self.spinNanoseconds = try container.decode(Int64.self, forKey: .spinNanoseconds)
+        self.priority = try container.decode(Int.self, forKey: .priority)
+        self.hgrmDirectory = try container.decodeIfPresent(String.self, forKey: .hgrmDirectory)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        try self.measurement.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.load, forKey: .load)
+        try container.encode(self.rounds, forKey: .rounds)
+        try container.encode(self.backends, forKey: .backends)
+        try container.encode(self.spinNanoseconds, forKey: .spinNanoseconds)
+        try container.encode(self.priority, forKey: .priority)
+        try container.encodeIfPresent(self.hgrmDirectory, forKey: .hgrmDirectory)
+    }
+}
