@@ -54,6 +54,14 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "Write an HdrHistogram percentile file per backend into this directory.")
     var hgrm: String?
 
+    @Flag(help: "Lock the process's memory (mlockall), as cyclictest's --mlockall.")
+    var mlockall = false
+
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Hold /dev/cpu_dma_latency at 0 while measuring, as cyclictest does (reported when refused).")
+    var dmaLatency = true
+
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
@@ -104,6 +112,8 @@ struct JitterCommand: ParsableCommand {
         )
         let (subjects, notes) = try self.subjects()
         if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
+        let controls = LatencyControls(lockMemory: self.mlockall, holdDMALatency: self.dmaLatency)
+        defer { controls.release() }
         let results = try JitterRunner.run(
             subjects: subjects,
             config: config,
@@ -112,11 +122,12 @@ struct JitterCommand: ParsableCommand {
             hgrmDirectory: self.hgrm,
             progress: Terminal.progress(quiet: self.json)
         )
-        let allNotes = notes + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
+        let allNotes = notes + controls.refusals + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
         let settings = JitterSettings(
             measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
             spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
-            priority: self.priority, hgrmDirectory: self.hgrm)
+            priority: self.priority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
+            dmaLatencyHeld: controls.dmaLatencyHeld)
         let report = Report(
             command: "jitter", invocation: .finished(startedAt: startedAt), config: settings, machine: .current(),
             results: results, notes: allNotes)

@@ -2,7 +2,8 @@ import MetronomeMeasurements
 
 /// Everything a jitter run was asked for, as its report's `config`: the measurement's
 /// settings and the command's own (load, rounds, backends, engine-spin's window,
-/// engine-rt's priority, the histogram directory), in one flat object.
+/// engine-rt's priority, the histogram directory) and whether memory was locked and
+/// `/dev/cpu_dma_latency` held, in one flat object.
 struct JitterSettings: Codable, Sendable {
     var measurement: JitterConfiguration
     var load: Int
@@ -11,16 +12,20 @@ struct JitterSettings: Codable, Sendable {
     var spinNanoseconds: Int64
     var priority: Int
     var hgrmDirectory: String?
+    var memoryLocked: Bool
+    var dmaLatencyHeld: Bool
 
     enum CodingKeys: String, CodingKey {
         case load, rounds, backends, priority
         case spinNanoseconds = "spin_ns"
         case hgrmDirectory = "hgrm"
+        case memoryLocked = "mlockall"
+        case dmaLatencyHeld = "cpu_dma_latency_held"
     }
 
     init(
         measurement: JitterConfiguration, load: Int, rounds: Int, backends: [String], spinNanoseconds: Int64,
-        priority: Int, hgrmDirectory: String?
+        priority: Int, hgrmDirectory: String?, memoryLocked: Bool, dmaLatencyHeld: Bool
     ) {
         self.measurement = measurement
         self.load = load
@@ -29,6 +34,8 @@ struct JitterSettings: Codable, Sendable {
         self.spinNanoseconds = spinNanoseconds
         self.priority = priority
         self.hgrmDirectory = hgrmDirectory
+        self.memoryLocked = memoryLocked
+        self.dmaLatencyHeld = dmaLatencyHeld
     }
 
     init(from decoder: any Decoder) throws {
@@ -40,6 +47,8 @@ struct JitterSettings: Codable, Sendable {
         self.spinNanoseconds = try container.decode(Int64.self, forKey: .spinNanoseconds)
         self.priority = try container.decode(Int.self, forKey: .priority)
         self.hgrmDirectory = try container.decodeIfPresent(String.self, forKey: .hgrmDirectory)
+        self.memoryLocked = try container.decode(Bool.self, forKey: .memoryLocked)
+        self.dmaLatencyHeld = try container.decode(Bool.self, forKey: .dmaLatencyHeld)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -51,5 +60,7 @@ struct JitterSettings: Codable, Sendable {
         try container.encode(self.spinNanoseconds, forKey: .spinNanoseconds)
         try container.encode(self.priority, forKey: .priority)
         try container.encodeIfPresent(self.hgrmDirectory, forKey: .hgrmDirectory)
+        try container.encode(self.memoryLocked, forKey: .memoryLocked)
+        try container.encode(self.dmaLatencyHeld, forKey: .dmaLatencyHeld)
     }
 }

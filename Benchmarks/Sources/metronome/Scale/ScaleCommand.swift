@@ -80,33 +80,25 @@ struct ScaleCommand: ParsableCommand {
 
     static func table(_ results: [ScaleResult]) -> String {
         let gcd = results.first { $0.backend == "gcd" }
-        /// Right-aligned: `%@` takes no width on Linux.
-        func padded(_ text: String, _ width: Int) -> String {
-            String(repeating: " ", count: max(0, width - text.count)) + text
+        func ratio(_ value: Double?, _ base: Double?) -> String {
+            guard let value, let base, base > 0 else { return "-" }
+            return NumberText.fixed(value / base, places: 1) + "×"
         }
-        func ratio(_ value: Double?, _ base: Double?, width: Int) -> String {
-            guard let value, let base, base > 0 else { return padded("-", width) }
-            return padded(String(format: "%.1f×", value / base), width)
-        }
-        var lines = [
-            "backend        timers  add+cancel/s  (all cores)  reschedule/s  bytes/timer    fires/s  out-of-order  early  p50 µs    p99 µs  add+cancel×gcd  reschedule×gcd  bytes×gcd  fires×gcd"
+        func whole(_ value: Double?) -> String { value.map { NumberText.fixed($0, places: 0) } ?? "-" }
+        let header = [
+            "backend", "timers", "add+cancel/s", "(all cores)", "reschedule/s", "bytes/timer", "fires/s", "out-of-order",
+            "early", "p50 µs", "p99 µs", "add+cancel×gcd", "reschedule×gcd", "bytes×gcd", "fires×gcd",
         ]
-        for r in results {
-            let name = r.backend.padding(toLength: 12, withPad: " ", startingAt: 0)
-            let allCores = r.addCancelPerSecondAllCores.map { String(format: "%.0f", $0) } ?? "-"
-            lines.append(
-                name
-                    + String(
-                        format: " %8d  %12.0f  %@  %12.0f  %11.1f  %9.0f  %12d  %5d  %6.1f  %8.1f  %@  %@  %@  %@",
-                        r.timers, r.addCancelPerSecond, padded(allCores, 11),
-                        r.reschedulePerSecond ?? 0, r.bytesPerTimer, r.firesPerSecond, r.outOfOrder, r.early,
-                        r.p50LatenessMicroseconds, r.p99LatenessMicroseconds,
-                        ratio(r.addCancelPerSecond, gcd?.addCancelPerSecond, width: 14),
-                        ratio(r.reschedulePerSecond, gcd?.reschedulePerSecond, width: 14),
-                        ratio(r.bytesPerTimer, gcd?.bytesPerTimer, width: 9),
-                        ratio(r.firesPerSecond, gcd?.firesPerSecond, width: 9)
-                    ))
+        let rows = results.map { r in
+            [
+                r.backend, "\(r.timers)", whole(r.addCancelPerSecond), whole(r.addCancelPerSecondAllCores),
+                whole(r.reschedulePerSecond), NumberText.fixed(r.bytesPerTimer, places: 1), whole(r.firesPerSecond),
+                "\(r.outOfOrder)", "\(r.early)", NumberText.fixed(r.p50LatenessMicroseconds, places: 1),
+                NumberText.fixed(r.p99LatenessMicroseconds, places: 1),
+                ratio(r.addCancelPerSecond, gcd?.addCancelPerSecond), ratio(r.reschedulePerSecond, gcd?.reschedulePerSecond),
+                ratio(r.bytesPerTimer, gcd?.bytesPerTimer), ratio(r.firesPerSecond, gcd?.firesPerSecond),
+            ]
         }
-        return lines.joined(separator: "\n")
+        return ResultTable.render(header: header, rows: rows)
     }
 }
