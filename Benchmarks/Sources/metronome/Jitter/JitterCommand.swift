@@ -54,6 +54,9 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "Write an HdrHistogram percentile file per backend into this directory.")
     var hgrm: String?
 
+    @Option(help: "Stop the whole run at the first firing later than this many µs, and say when (as cyclictest's --breaktrace).")
+    var breaktrace: Double?
+
     @Flag(help: "Lock the process's memory (mlockall), as cyclictest's --mlockall.")
     var mlockall = false
 
@@ -78,6 +81,9 @@ struct JitterCommand: ParsableCommand {
         try OptionRules.check(self.handlerWork, "--handler-work", in: 0...self.interval, unit: "µs")
         try OptionRules.check(self.spin, "--spin", in: 0...10_000, unit: "µs")
         try OptionRules.check(self.priority, "--priority", in: 1...99)
+        if let breaktrace = self.breaktrace {
+            try OptionRules.check(breaktrace, "--breaktrace", above: 0, upTo: 10_000_000, unit: "µs")
+        }
         let names = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
         if let hgrm = self.hgrm, hgrm.isEmpty { throw ValidationError("--hgrm needs a directory") }
         // The run length follows from the counts: refuse one that cannot finish in a day.
@@ -120,6 +126,7 @@ struct JitterCommand: ParsableCommand {
             load: self.load,
             rounds: self.rounds,
             hgrmDirectory: self.hgrm,
+            breakAboveNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) },
             progress: Terminal.progress(quiet: self.json)
         )
         let allNotes = notes + controls.refusals + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
@@ -127,7 +134,8 @@ struct JitterCommand: ParsableCommand {
             measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
             spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
             priority: self.priority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
-            dmaLatencyHeld: controls.dmaLatencyHeld)
+            dmaLatencyHeld: controls.dmaLatencyHeld,
+            breaktraceNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) })
         let report = Report(
             command: "jitter", invocation: .finished(startedAt: startedAt), config: settings, machine: .current(),
             results: results, notes: allNotes)

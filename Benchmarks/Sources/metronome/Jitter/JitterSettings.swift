@@ -2,7 +2,7 @@ import MetronomeMeasurements
 
 /// Everything a jitter run was asked for, as its report's `config`: the measurement's
 /// settings and the command's own (load, rounds, backends, engine-spin's window,
-/// engine-rt's priority, the histogram directory) and whether memory was locked and
+/// engine-rt's priority, the histogram directory, the break threshold) and whether memory was locked and
 /// `/dev/cpu_dma_latency` held, in one flat object.
 struct JitterSettings: Codable, Sendable {
     var measurement: JitterConfiguration
@@ -14,6 +14,7 @@ struct JitterSettings: Codable, Sendable {
     var hgrmDirectory: String?
     var memoryLocked: Bool
     var dmaLatencyHeld: Bool
+    var breaktraceNanoseconds: Int64?
 
     enum CodingKeys: String, CodingKey {
         case load, rounds, backends, priority
@@ -21,11 +22,13 @@ struct JitterSettings: Codable, Sendable {
         case hgrmDirectory = "hgrm"
         case memoryLocked = "mlockall"
         case dmaLatencyHeld = "cpu_dma_latency_held"
+        case breaktraceNanoseconds = "breaktrace_ns"
     }
 
     init(
         measurement: JitterConfiguration, load: Int, rounds: Int, backends: [String], spinNanoseconds: Int64,
-        priority: Int, hgrmDirectory: String?, memoryLocked: Bool, dmaLatencyHeld: Bool
+        priority: Int, hgrmDirectory: String?, memoryLocked: Bool, dmaLatencyHeld: Bool,
+        breaktraceNanoseconds: Int64?
     ) {
         self.measurement = measurement
         self.load = load
@@ -36,6 +39,7 @@ struct JitterSettings: Codable, Sendable {
         self.hgrmDirectory = hgrmDirectory
         self.memoryLocked = memoryLocked
         self.dmaLatencyHeld = dmaLatencyHeld
+        self.breaktraceNanoseconds = breaktraceNanoseconds
     }
 
     init(from decoder: any Decoder) throws {
@@ -49,6 +53,7 @@ struct JitterSettings: Codable, Sendable {
         self.hgrmDirectory = try container.decodeIfPresent(String.self, forKey: .hgrmDirectory)
         self.memoryLocked = try container.decode(Bool.self, forKey: .memoryLocked)
         self.dmaLatencyHeld = try container.decode(Bool.self, forKey: .dmaLatencyHeld)
+        self.breaktraceNanoseconds = try container.decodeIfPresent(Int64.self, forKey: .breaktraceNanoseconds)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -62,5 +67,6 @@ struct JitterSettings: Codable, Sendable {
         try container.encodeIfPresent(self.hgrmDirectory, forKey: .hgrmDirectory)
         try container.encode(self.memoryLocked, forKey: .memoryLocked)
         try container.encode(self.dmaLatencyHeld, forKey: .dmaLatencyHeld)
+        try container.encodeIfPresent(self.breaktraceNanoseconds, forKey: .breaktraceNanoseconds)
     }
 }
