@@ -57,6 +57,11 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "Stop the whole run at the first firing later than this many µs, and say when (as cyclictest's --breaktrace).")
     var breaktrace: Double?
 
+    @Flag(
+        name: .customLong("with-cyclictest"),
+        help: "Also run cyclictest (rt-tests) with the same period and samples at --priority, as a row of its own.")
+    var withCyclictest = false
+
     @Flag(help: "Lock the process's memory (mlockall), as cyclictest's --mlockall.")
     var mlockall = false
 
@@ -180,6 +185,13 @@ struct JitterCommand: ParsableCommand {
                 subjects.append(SleepJitterSubject())
             default:
                 preconditionFailure("validate() let through the backend '\(name)'")
+            }
+        }
+        if self.withCyclictest {
+            if let executable = CyclictestSubject.installed() {
+                subjects.append(CyclictestSubject(executable: executable, priority: self.priority, lockMemory: self.mlockall))
+            } else {
+                notes.append("cyclictest skipped: not installed (Debian: apt-get install rt-tests)")
             }
         }
         return (subjects, notes)
