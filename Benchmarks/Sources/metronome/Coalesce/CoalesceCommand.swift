@@ -26,6 +26,9 @@ struct CoalesceCommand: ParsableCommand {
     @Option(help: "Busy threads started for the run; at most 8 per CPU.")
     var load: Int = 0
 
+    @Option(help: "Write an HdrHistogram percentile file of lateness per backend into this directory.")
+    var hgrm: String?
+
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
@@ -34,6 +37,7 @@ struct CoalesceCommand: ParsableCommand {
         try OptionRules.check(self.window, "--window", above: 0, upTo: 3_600_000, unit: "ms")
         try OptionRules.check(self.leeway, "--leeway", in: 0...3_600_000, unit: "ms")
         try OptionRules.checkLoad(self.load)
+        if let hgrm = self.hgrm, hgrm.isEmpty { throw ValidationError("--hgrm needs a directory") }
     }
 
     func run() throws {
@@ -45,10 +49,12 @@ struct CoalesceCommand: ParsableCommand {
             seed: self.seed
         )
         let subjects: [any CoalesceSubject] = [EngineCoalesceSubject(engine: try TimerEngine()), DispatchSubject()]
+        if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
         let results = try CoalesceRunner.run(
             subjects: subjects,
             config: config,
             load: self.load,
+            hgrmDirectory: self.hgrm,
             progress: Terminal.progress(quiet: self.json)
         )
         let notes = CoalesceRunner.notes(config: config, load: self.load, results: results)

@@ -4,13 +4,14 @@ import MetronomeMeasurements
 /// cyclictest (rt-tests) itself, as a row beside the backends: the reference every Linux
 /// latency figure is compared with, run with the same period and sample count.
 ///
-/// It runs one measuring thread at `SCHED_FIFO` `priority`, as `engine-rt` does, with `-v -N`
+/// It runs one measuring thread under `policy` at `priority`, as `engine-rt` does, with `-v -N`
 /// so every loop's latency comes out in nanoseconds and in order; the recorder then drops
 /// the same warm-up as for every other backend. Its own CPU time is a child's, so its
 /// `CPU ms/1k` is only this process's, reading cyclictest's output.
 struct CyclictestSubject: JitterSubject {
     let name = "cyclictest"
     let executable: URL
+    let policy: SchedulingPolicy
     let priority: Int
     let lockMemory: Bool
 
@@ -31,7 +32,7 @@ struct CyclictestSubject: JitterSubject {
         process.executableURL = self.executable
         process.arguments = [
             "-q", "-v", "-N", "-i", "\(max(1, config.intervalNanoseconds / 1_000))", "-l", "\(loops)",
-            "--policy=fifo", "-p", "\(self.priority)",
+            "--policy=\(self.policy.rawValue)", "-p", "\(self.priority)",
         ] + (self.lockMemory ? ["-m"] : [])
         let output = Pipe()
         process.standardOutput = output
@@ -50,6 +51,6 @@ struct CyclictestSubject: JitterSubject {
             recorder.record(scheduledNanoseconds: 0, firedNanoseconds: lateness, missed: 0)
             wakeups += 1
         }
-        return SubjectCounters(wakeups: wakeups, note: "cyclictest: SCHED_FIFO priority \(self.priority), 1 thread; CPU ms/1k is this process reading its output, not cyclictest's own")
+        return SubjectCounters(wakeups: wakeups, note: "cyclictest: --policy \(self.policy.rawValue) priority \(self.priority), 1 thread; CPU ms/1k is this process reading its output, not cyclictest's own")
     }
 }

@@ -45,8 +45,14 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "Spin window of engine-spin, in microseconds, 0 to 10000.")
     var spin: Double = 50
 
-    @Option(help: "SCHED_FIFO priority of engine-rt, 1 to 99.")
+    @Option(help: "Scheduling policy of engine-rt's firing thread and of cyclictest's: fifo, rr or other.")
+    var policy: SchedulingPolicy = .fifo
+
+    @Option(help: "Priority of engine-rt and cyclictest under --policy: 1 to 99 for fifo and rr (ignored for other).")
     var priority: Int = 50
+
+    /// The priority the policy runs at: cyclictest's rule, 0 for `other` whatever was given.
+    private var effectivePriority: Int { self.policy == .other ? 0 : self.priority }
 
     @Option(help: "Backends to run, comma-separated (also: gcd-safe, sleep-engine, sleep-continuous).")
     var backends: String = "engine,engine-rt,engine-spin,gcd,timerfd"
@@ -85,7 +91,7 @@ struct JitterCommand: ParsableCommand {
         try OptionRules.checkLoad(self.load)
         try OptionRules.check(self.handlerWork, "--handler-work", in: 0...self.interval, unit: "µs")
         try OptionRules.check(self.spin, "--spin", in: 0...10_000, unit: "µs")
-        try OptionRules.check(self.priority, "--priority", in: 1...99)
+        try OptionRules.check(self.priority, "--priority", in: self.policy == .other ? 0...99 : 1...99)
         if let breaktrace = self.breaktrace {
             try OptionRules.check(breaktrace, "--breaktrace", above: 0, upTo: 10_000_000, unit: "µs")
         }
@@ -138,7 +144,7 @@ struct JitterCommand: ParsableCommand {
         let settings = JitterSettings(
             measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
             spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
-            priority: self.priority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
+            policy: self.policy, priority: self.effectivePriority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
             dmaLatencyHeld: controls.dmaLatencyHeld,
             breaktraceNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) })
         let report = Report(
@@ -163,11 +169,11 @@ struct JitterCommand: ParsableCommand {
                 let engine = try TimerEngine()
                 subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
             case "engine-rt":
-                let engine = try TimerEngine(configuration: .init(realtimePriority: self.priority))
-                if let refusal = engine.threadReport.realtimeRefusal {
-                    notes.append("engine-rt skipped: SCHED_FIFO refused (\(refusal))")
-                } else {
+                switch try self.policy.engine(priority: self.effectivePriority) {
+                case .success(let engine):
                     subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
+                case .failure(let refusal):
+                    notes.append("engine-rt skipped: \(refusal)")
                 }
             case "engine-spin":
                 let spinWindow = OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000)
@@ -189,7 +195,10 @@ struct JitterCommand: ParsableCommand {
         }
         if self.withCyclictest {
             if let executable = CyclictestSubject.installed() {
-                subjects.append(CyclictestSubject(executable: executable, priority: self.priority, lockMemory: self.mlockall))
+                subjects.append(
+                    CyclictestSubject(
+                        executable: executable, policy: self.policy, priority: self.effectivePriority,
+                        lockMemory: self.mlockall))
             } else {
                 notes.append("cyclictest skipped: not installed (Debian: apt-get install rt-tests)")
             }

@@ -1,15 +1,17 @@
 import MetronomeMeasurements
 
 /// Everything a jitter run was asked for, as its report's `config`: the measurement's
-/// settings and the command's own (load, rounds, backends, engine-spin's window,
-/// engine-rt's priority, the histogram directory, the break threshold) and whether memory was locked and
-/// `/dev/cpu_dma_latency` held, in one flat object.
+/// settings and the command's own (load, rounds, backends, engine-spin's window, the
+/// policy and priority of engine-rt and cyclictest, the histogram directory, the break
+/// threshold) and whether memory was locked and `/dev/cpu_dma_latency` held, in one flat
+/// object.
 struct JitterSettings: Codable, Sendable {
     var measurement: JitterConfiguration
     var load: Int
     var rounds: Int
     var backends: [String]
     var spinNanoseconds: Int64
+    var policy: SchedulingPolicy
     var priority: Int
     var hgrmDirectory: String?
     var memoryLocked: Bool
@@ -17,7 +19,7 @@ struct JitterSettings: Codable, Sendable {
     var breaktraceNanoseconds: Int64?
 
     enum CodingKeys: String, CodingKey {
-        case load, rounds, backends, priority
+        case load, rounds, backends, policy, priority
         case spinNanoseconds = "spin_ns"
         case hgrmDirectory = "hgrm"
         case memoryLocked = "mlockall"
@@ -27,7 +29,7 @@ struct JitterSettings: Codable, Sendable {
 
     init(
         measurement: JitterConfiguration, load: Int, rounds: Int, backends: [String], spinNanoseconds: Int64,
-        priority: Int, hgrmDirectory: String?, memoryLocked: Bool, dmaLatencyHeld: Bool,
+        policy: SchedulingPolicy, priority: Int, hgrmDirectory: String?, memoryLocked: Bool, dmaLatencyHeld: Bool,
         breaktraceNanoseconds: Int64?
     ) {
         self.measurement = measurement
@@ -35,6 +37,7 @@ struct JitterSettings: Codable, Sendable {
         self.rounds = rounds
         self.backends = backends
         self.spinNanoseconds = spinNanoseconds
+        self.policy = policy
         self.priority = priority
         self.hgrmDirectory = hgrmDirectory
         self.memoryLocked = memoryLocked
@@ -49,6 +52,7 @@ struct JitterSettings: Codable, Sendable {
         self.rounds = try container.decode(Int.self, forKey: .rounds)
         self.backends = try container.decode([String].self, forKey: .backends)
         self.spinNanoseconds = try container.decode(Int64.self, forKey: .spinNanoseconds)
+        self.policy = try container.decode(SchedulingPolicy.self, forKey: .policy)
         self.priority = try container.decode(Int.self, forKey: .priority)
         self.hgrmDirectory = try container.decodeIfPresent(String.self, forKey: .hgrmDirectory)
         self.memoryLocked = try container.decode(Bool.self, forKey: .memoryLocked)
@@ -63,6 +67,7 @@ struct JitterSettings: Codable, Sendable {
         try container.encode(self.rounds, forKey: .rounds)
         try container.encode(self.backends, forKey: .backends)
         try container.encode(self.spinNanoseconds, forKey: .spinNanoseconds)
+        try container.encode(self.policy, forKey: .policy)
         try container.encode(self.priority, forKey: .priority)
         try container.encodeIfPresent(self.hgrmDirectory, forKey: .hgrmDirectory)
         try container.encode(self.memoryLocked, forKey: .memoryLocked)
