@@ -81,10 +81,17 @@ stress-ci: deps
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark $(ARGS)
 
-# Turns `metronome jitter --hgrm results/` output into results/jitter.png.
-plot:
+# Draws results/jitter.png (lateness percentiles per backend) and results/coalesce.png
+# (each one-shot's lateness within its leeway), measuring first where the histogram files
+# of `metronome jitter --hgrm results` or `metronome coalesce --hgrm results/coalesce`
+# are missing.
+plot: deps
 	@command -v gnuplot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox; }
+	$(RELEASE)
+	ls results/*.hgrm >/dev/null 2>&1 || $(CLI) jitter --hgrm results
+	ls results/coalesce/*.hgrm >/dev/null 2>&1 || $(CLI) coalesce --hgrm results/coalesce
 	gnuplot -e "dir='results'" scripts/plot-jitter.gp
+	gnuplot -e "dir='results/coalesce'" scripts/plot-coalesce.gp
 
 format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks

@@ -50,13 +50,17 @@ public enum ChildProcess {
         return .success(url)
     }
 
-    /// Runs `executable` to completion, killing it after `timeout` seconds.
+    /// Runs `executable` to completion, killing it after `timeout` seconds, in
+    /// `currentDirectory` if given (for a child that may write files where it runs).
     ///
     /// The Swift runtime's backtracer is off: it adds time to every expected crash, and the
     /// signal is all a test needs.
-    public static func run(_ executable: URL, _ arguments: [String], timeout: Double) throws -> Outcome {
+    public static func run(
+        _ executable: URL, _ arguments: [String], timeout: Double, currentDirectory: URL? = nil
+    ) throws -> Outcome {
         let process = Process()
         process.executableURL = executable
+        process.currentDirectoryURL = currentDirectory
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"

@@ -1,8 +1,8 @@
 /// One backend's row in a jitter report.
 ///
 /// The JSON keys are a stable schema that other tools read: `backend`, `samples`, `min_us`,
-/// `p50_us`, `p90_us`, `p99_us`, `p999_us`, `max_us`, `missed`, `early`, `wakeups_per_s`,
-/// `cpu_ms_per_1k`.
+/// `mean_us`, `stddev_us`, `p50_us`, `p90_us`, `p99_us`, `p999_us`, `max_us`, `missed`, `early`,
+/// `wakeups_per_s`, `cpu_ms_per_1k`.
 public struct JitterResult: Codable, Sendable, Equatable {
     /// The subject's name.
     public var backend: String
@@ -10,6 +10,10 @@ public struct JitterResult: Codable, Sendable, Equatable {
     public var samples: Int
     /// Smallest lateness, µs.
     public var minMicroseconds: Double
+    /// Mean lateness, µs.
+    public var meanMicroseconds: Double
+    /// Standard deviation of lateness, µs.
+    public var standardDeviationMicroseconds: Double
     /// Median lateness, µs.
     public var p50Microseconds: Double
     /// 90th percentile of lateness, µs.
@@ -47,6 +51,9 @@ public struct JitterResult: Codable, Sendable, Equatable {
         self.backend = backend
         self.samples = latency.samples
         self.minMicroseconds = latency.minMicroseconds
+        // Rounded to the nanosecond, as the percentiles are.
+        self.meanMicroseconds = latency.meanMicroseconds.rounded(toPlaces: 3)
+        self.standardDeviationMicroseconds = latency.standardDeviationMicroseconds.rounded(toPlaces: 3)
         self.p50Microseconds = latency.p50Microseconds
         self.p90Microseconds = latency.p90Microseconds
         self.p99Microseconds = latency.p99Microseconds
@@ -63,6 +70,8 @@ public struct JitterResult: Codable, Sendable, Equatable {
         case backend
         case samples
         case minMicroseconds = "min_us"
+        case meanMicroseconds = "mean_us"
+        case standardDeviationMicroseconds = "stddev_us"
         case p50Microseconds = "p50_us"
         case p90Microseconds = "p90_us"
         case p99Microseconds = "p99_us"

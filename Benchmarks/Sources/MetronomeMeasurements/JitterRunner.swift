@@ -29,6 +29,8 @@ public enum JitterRunner {
     ///   - rounds: How many turns the samples are split into; at least 1.
     ///   - hgrmDirectory: If set, `<directory>/<backend>.hgrm` is written for each subject;
     ///     the directory is created if needed.
+    ///   - breakAboveNanoseconds: If set, the whole run stops at the first recorded firing
+    ///   later than this (cyclictest's `--breaktrace`); the late subject's result says when.
     ///   - progress: Called with one line before and after each run, for a terminal.
     /// - Returns: One result per subject, in the order given.
     /// - Throws: ``MeasurementError`` for a bad configuration or a subject that fails; the
@@ -39,6 +41,7 @@ public enum JitterRunner {
         load: Int = 0,
         rounds: Int = 1,
         hgrmDirectory: String? = nil,
+        breakAboveNanoseconds: Int64? = nil,
         progress: ((String) -> Void)? = nil
     ) throws -> [JitterResult] {
         try config.validate()
@@ -47,7 +50,8 @@ public enum JitterRunner {
         }
         try RunCost.prepare(load: load, hgrmDirectory: hgrmDirectory)
         var totals = subjects.map { _ in SubjectTotal(recorder: LatencyRecorder(target: config.samples)) }
-        for round in 0..<rounds {
+        var breakNote: (subject: Int, text: String)?
+        rounds: for round in 0..<rounds {
             var share = config
             share.samples = config.samples / rounds + (round < config.samples % rounds ? 1 : 0)
             for offset in subjects.indices {
@@ -57,14 +61,20 @@ public enum JitterRunner {
                     "round \(round + 1)/\(rounds), \(subject.name): \(share.samples) samples from "
                         + "\(config.timers) timer(s) every \(NumberText.microseconds(Double(config.intervalNanoseconds) / 1_000)) µs"
                 )
-                let recorder = LatencyRecorder(target: share.samples, discardFirst: config.warmup)
+                let recorder = LatencyRecorder(
+                    target: share.samples, discardFirst: config.warmup, breakAboveNanoseconds: breakAboveNanoseconds)
                 let (counters, cost) = try RunCost.measure(load: load) {
                     try subject.run(share, recorder: recorder)
                 }
                 totals[index].add(recorder, counters: counters, cost: cost)
+                if let firstBreak = recorder.firstBreak {
+                    breakNote = (index, BreakText.describe(firstBreak, backend: subject.name, round: round + 1))
+                    break rounds
+                }
             }
         }
-        return try zip(subjects, totals).map { subject, total in
+        return try zip(subjects.indices, zip(subjects, totals)).map { index, pair in
+            let (subject, total) = pair
             if let hgrmDirectory {
                 try total.recorder.writePercentileDistribution(to: "\(hgrmDirectory)/\(subject.name).hgrm")
             }
@@ -79,7 +89,8 @@ public enum JitterRunner {
                 latency: summary,
                 wakeupsPerSecond: total.cost.perSecond(total.counters.wakeups ?? total.cost.voluntaryWakeups),
                 cpuMillisecondsPer1k: total.cost.cpuMillisecondsPer1k(firings: total.recorder.firings),
-                note: RunNotes.resultNote(backend: subject.name, counters: total.counters)
+                note: [RunNotes.resultNote(backend: subject.name, counters: total.counters), breakNote?.subject == index ? breakNote?.text : nil]
+                    .compactMap { $0 }.joined(separator: "; ").nilIfEmpty
             )
         }
     }

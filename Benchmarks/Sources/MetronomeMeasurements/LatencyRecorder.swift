@@ -21,6 +21,19 @@ public final class LatencyRecorder: Sendable {
     public let target: Int
     /// Firings discarded as warm-up before recording starts.
     public let discardFirst: Int
+    /// A recorded lateness above this completes the recorder at once (cyclictest's
+    /// `--breaktrace`), so a run stops at the first firing that late.
+    public let breakAboveNanoseconds: Int64?
+
+    /// The first recorded firing later than ``breakAboveNanoseconds``.
+    public struct Break: Sendable, Equatable {
+        /// How late it fired.
+        public var latenessNanoseconds: Int64
+        /// When it fired, `CLOCK_MONOTONIC`.
+        public var firedNanoseconds: Int64
+        /// Its place among the recorded samples, from 1.
+        public var sample: Int
+    }
 
     private struct State {
         var histogram: Histogram<UInt64>
@@ -28,6 +41,7 @@ public final class LatencyRecorder: Sendable {
         var samples = 0
         var missed = 0
         var early = 0
+        var firstBreak: Break?
     }
 
     private let state: LockedCondition<State>
@@ -37,10 +51,13 @@ public final class LatencyRecorder: Sendable {
     /// - Parameters:
     ///   - target: Samples to record before ``waitUntilComplete(timeout:)`` returns `true`.
     ///   - discardFirst: Warm-up firings to ignore first.
-    public init(target: Int, discardFirst: Int = 0) {
+    ///   - breakAboveNanoseconds: If set, the first sample later than this completes the
+    ///     recorder and is kept as ``firstBreak``.
+    public init(target: Int, discardFirst: Int = 0, breakAboveNanoseconds: Int64? = nil) {
         precondition(target >= 0 && discardFirst >= 0, "target and discardFirst must not be negative")
         self.target = target
         self.discardFirst = discardFirst
+        self.breakAboveNanoseconds = breakAboveNanoseconds
         // Sized for an hour up front (about 300 KB): growing it on a first large value
         // would stall the firing path that is being measured.
         var histogram = Histogram<UInt64>(highestTrackableValue: 3_600_000_000_000, numberOfSignificantValueDigits: .three)
@@ -62,13 +79,19 @@ public final class LatencyRecorder: Sendable {
         let lateness = firedNanoseconds - scheduledNanoseconds
         let completed: Bool = self.state.withLock { state in
             state.firings += 1
-            guard state.firings > self.discardFirst, state.samples < self.target else { return false }
+            guard state.firings > self.discardFirst, state.samples < self.target, state.firstBreak == nil else {
+                return false
+            }
             if lateness < 0 {
                 state.early += 1
             }
             _ = state.histogram.record(UInt64(max(lateness, 0)))
             state.missed += missed
             state.samples += 1
+            if let limit = self.breakAboveNanoseconds, lateness > limit {
+                state.firstBreak = Break(latenessNanoseconds: lateness, firedNanoseconds: firedNanoseconds, sample: state.samples)
+                return true
+            }
             return state.samples == self.target
         }
         if completed {
@@ -86,20 +109,29 @@ public final class LatencyRecorder: Sendable {
             state.samples += recorded.samples
             state.missed += recorded.missed
             state.early += recorded.early
+            if state.firstBreak == nil, var firstBreak = recorded.firstBreak {
+                firstBreak.sample += state.samples - recorded.samples
+                state.firstBreak = firstBreak
+            }
         }
     }
 
-    /// Waits until `target` samples have been recorded.
+    /// The firing that stopped the run under ``breakAboveNanoseconds``, if one did.
+    public var firstBreak: Break? {
+        self.state.withLock { $0.firstBreak }
+    }
+
+    /// Waits until `target` samples have been recorded, or a break.
     ///
     /// - Parameter timeout: The longest to wait.
     /// - Returns: `true` once complete, `false` if `timeout` passed first.
     public func waitUntilComplete(timeout: Duration) -> Bool {
-        self.state.wait(timeout: timeout) { $0.samples >= self.target }
+        self.state.wait(timeout: timeout) { $0.samples >= self.target || $0.firstBreak != nil }
     }
 
-    /// Whether `target` samples have been recorded.
+    /// Whether `target` samples have been recorded, or a break.
     public var isComplete: Bool {
-        self.state.withLock { $0.samples >= self.target }
+        self.state.withLock { $0.samples >= self.target || $0.firstBreak != nil }
     }
 
     /// Every call to ``record(scheduledNanoseconds:firedNanoseconds:missed:)`` so far,
@@ -124,7 +156,9 @@ public final class LatencyRecorder: Sendable {
                 p999Nanoseconds: percentile(99.9),
                 maxNanoseconds: Int64(clamping: histogram.max),
                 missed: state.missed,
-                early: state.early
+                early: state.early,
+                meanNanoseconds: state.samples == 0 ? 0 : histogram.mean,
+                standardDeviationNanoseconds: state.samples == 0 ? 0 : histogram.stdDeviation
             )
         }
     }

@@ -21,6 +21,11 @@ public struct LatencySummary: Sendable, Equatable {
     public var missed: Int
     /// Recorded firings that came before their deadline.
     public var early: Int
+    /// The mean lateness; beside the percentiles so that results compare with tools that
+    /// print only a mean (cyclictest's `Avg`).
+    public var meanNanoseconds: Double
+    /// The standard deviation of lateness.
+    public var standardDeviationNanoseconds: Double
 
     /// Creates a summary from its fields.
     public init(
@@ -32,7 +37,9 @@ public struct LatencySummary: Sendable, Equatable {
         p999Nanoseconds: Int64,
         maxNanoseconds: Int64,
         missed: Int,
-        early: Int
+        early: Int,
+        meanNanoseconds: Double = 0,
+        standardDeviationNanoseconds: Double = 0
     ) {
         self.samples = samples
         self.minNanoseconds = minNanoseconds
@@ -43,6 +50,8 @@ public struct LatencySummary: Sendable, Equatable {
         self.maxNanoseconds = maxNanoseconds
         self.missed = missed
         self.early = early
+        self.meanNanoseconds = meanNanoseconds
+        self.standardDeviationNanoseconds = standardDeviationNanoseconds
     }
 
     /// ``minNanoseconds`` in microseconds.
@@ -57,6 +66,11 @@ public struct LatencySummary: Sendable, Equatable {
     public var p999Microseconds: Double { Self.microseconds(self.p999Nanoseconds) }
     /// ``maxNanoseconds`` in microseconds.
     public var maxMicroseconds: Double { Self.microseconds(self.maxNanoseconds) }
+
+    /// ``meanNanoseconds`` in microseconds.
+    public var meanMicroseconds: Double { self.meanNanoseconds / 1_000 }
+    /// ``standardDeviationNanoseconds`` in microseconds.
+    public var standardDeviationMicroseconds: Double { self.standardDeviationNanoseconds / 1_000 }
 
     private static func microseconds(_ nanoseconds: Int64) -> Double {
         Double(nanoseconds) / 1_000

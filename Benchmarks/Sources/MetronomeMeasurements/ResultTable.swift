@@ -5,16 +5,16 @@
 /// better than GCD.
 ///
 /// ```
-/// backend  samples  min µs  p50 µs  p90 µs  p99 µs  p99.9 µs  max µs  missed  early  wake-ups/s  CPU ms/1k  p50×gcd  p99×gcd
-/// timerfd    10000    3.10    8.41    9.90   20.13     41.50   120.4       0      0       999.6       9.12    0.14×    0.21×
-/// gcd        10000   40.20   61.30   70.10   95.80    180.2    410.0       0      0      2003.1      31.40    1.00×    1.00×
+/// backend  samples  min µs  avg µs  stddev µs  p50 µs  p90 µs  p99 µs  p99.9 µs  max µs  missed  early  wake-ups/s  CPU ms/1k  p50×gcd  p99×gcd
+/// timerfd    10000    3.10    8.80       2.10    8.41    9.90   20.13     41.50   120.4       0      0       999.6       9.12    0.14×    0.21×
+/// gcd        10000   40.20   63.00      12.40   61.30   70.10   95.80    180.2    410.0       0      0      2003.1      31.40    1.00×    1.00×
 /// ```
 public enum ResultTable {
     /// A table of jitter results, one row each, in order.
     public static func jitter(_ results: [JitterResult]) -> String {
         let reference = results.first { $0.backend == "gcd" }
         var header = [
-            "backend", "samples", "min µs", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs",
+            "backend", "samples", "min µs", "avg µs", "stddev µs", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs",
             "missed", "early", "wake-ups/s", "CPU ms/1k",
         ]
         if reference != nil {
@@ -23,7 +23,9 @@ public enum ResultTable {
         let rows = results.map { result in
             var row = [
                 result.backend, "\(result.samples)",
-                NumberText.microseconds(result.minMicroseconds), NumberText.microseconds(result.p50Microseconds),
+                NumberText.microseconds(result.minMicroseconds), NumberText.microseconds(result.meanMicroseconds),
+                NumberText.microseconds(result.standardDeviationMicroseconds),
+                NumberText.microseconds(result.p50Microseconds),
                 NumberText.microseconds(result.p90Microseconds), NumberText.microseconds(result.p99Microseconds),
                 NumberText.microseconds(result.p999Microseconds), NumberText.microseconds(result.maxMicroseconds),
                 "\(result.missed)", "\(result.early)",
@@ -44,7 +46,7 @@ public enum ResultTable {
     public static func coalesce(_ results: [CoalesceResult]) -> String {
         let header = [
             "backend", "timers", "wake-ups", "optimum", "×optimum", "early", "in window", "late",
-            "p50 µs", "p99 µs", "max µs", "CPU ms/1k",
+            "avg µs", "stddev µs", "p50 µs", "p99 µs", "max µs", "CPU ms/1k",
         ]
         let rows = results.map { result in
             let latency = result.latency
@@ -52,6 +54,8 @@ public enum ResultTable {
                 result.backend, "\(latency.samples)", "\(result.wakeups)", "\(result.optimumWakeups)",
                 ratio(Double(result.wakeups), Double(result.optimumWakeups)),
                 "\(latency.early)", "\(result.inWindow)", "\(result.late)",
+                NumberText.microseconds(latency.meanMicroseconds),
+                NumberText.microseconds(latency.standardDeviationMicroseconds),
                 NumberText.microseconds(latency.p50Microseconds), NumberText.microseconds(latency.p99Microseconds),
                 NumberText.microseconds(latency.maxMicroseconds),
                 NumberText.fixed(latency.cpuMillisecondsPer1k, places: 2),
@@ -66,7 +70,8 @@ public enum ResultTable {
     }
 
     /// Pads every column to its widest cell: the first left-aligned, the rest right-aligned.
-    private static func render(header: [String], rows: [[String]]) -> String {
+    /// Every table the CLI prints goes through here.
+    public static func render(header: [String], rows: [[String]]) -> String {
         let table = [header] + rows
         let widths = header.indices.map { column in table.map { $0[column].count }.max() ?? 0 }
         let lines = table.map { row in

@@ -44,8 +44,8 @@ struct AsyncTimerSequenceTests {
             if deadlines[k] == start.advanced(by: interval * (k + 1)) { exact += 1 }
             if yielded[k] < deadlines[k] { early += 1 }
         }
-        // No drift: every deadline is start + k · interval, however late the sleeps ran
-        // (how late is the jitter benchmark's to measure, not a test's).
+        // No drift: every deadline is start + k·interval exactly, however late a resumption
+        // came (how late depends on the machine's load, so it is not asserted).
         #expect(exact == 1000)
         #expect(early == 0)
         // Leaving the loop cancels the sleeping task, which disarms its timer.

@@ -2,12 +2,13 @@ import Foundation
 import MetronomeTestSupport
 import Testing
 
-/// Runs each `metronome` subcommand briefly with `--json` and checks the stable schema
-/// other tools read, plus the behaviour every row must show (nothing early, nothing lost).
+/// Runs each `metronome` subcommand briefly with `--json` and checks the output against its
+/// JSON Schema (`Benchmarks/Schemas/`), plus the behaviour every row must show (nothing
+/// early, nothing lost).
 @Suite(.serialized)
 struct CLISmokeTests {
     static let latencyKeys: Set<String> = [
-        "backend", "samples", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
+        "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
         "wakeups_per_s", "cpu_ms_per_1k",
     ]
 
@@ -17,10 +18,9 @@ struct CLISmokeTests {
         let run = try ChildProcess.run(executable, arguments + ["--json"], timeout: 240)
         #expect(run.status == 0, "stderr: \(run.stderr.suffix(2000))")
         let top = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
-        #expect(top["tool"] as? String == "metronome")
-        #expect(top["command"] as? String == command)
-        #expect(top["config"] is [String: Any])
-        #expect((top["machine"] as? [String: Any])?.isEmpty == false)
+        let violations = JSONSchemaCheck.violations(of: top, against: try JSONSchemaCheck.schema(for: command))
+        #expect(violations.isEmpty, "\(violations)")
+        #expect(top["command_line"] as? [String] == [executable.path] + arguments + ["--json"])
         return try #require(top["results"] as? [[String: Any]])
     }
 

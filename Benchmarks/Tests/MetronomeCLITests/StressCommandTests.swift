@@ -49,6 +49,9 @@ struct StressCommandTests {
             timeout: Double(seconds) + 60
         )
         let output = try JSONDecoder().decode(Output.self, from: Data(run.stdout.utf8))
+        let json = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8))
+        let schemaViolations = JSONSchemaCheck.violations(of: json, against: try JSONSchemaCheck.schema(for: "stress"))
+        #expect(schemaViolations.isEmpty, "\(schemaViolations)")
         #expect(output.tool == "metronome" && output.command == "stress")
         #expect(Set(output.results.map(\.backend)) == ["engine", "dispatch", "scheduler", "lifecycle", "all"])
         let violations = output.notes.filter { $0.hasPrefix("violation:") }

@@ -144,4 +144,26 @@ import Testing
         #expect(abs(maxValue - 1_000) <= 2)
         #expect(maxLine.contains("Total count    =         1000"))
     }
+
+    @Test func aFiringAboveTheBreakThresholdCompletesTheRecorderAndIsKept() {
+        let recorder = LatencyRecorder(target: 100, discardFirst: 1, breakAboveNanoseconds: 1_000)
+        recorder.record(scheduledNanoseconds: 0, firedNanoseconds: 50_000, missed: 0)  // warm-up
+        recorder.record(scheduledNanoseconds: 0, firedNanoseconds: 200, missed: 0)
+        recorder.record(scheduledNanoseconds: 0, firedNanoseconds: 1_000, missed: 0)
+        #expect(!recorder.isComplete)
+        recorder.record(scheduledNanoseconds: 10, firedNanoseconds: 1_011, missed: 0)
+        #expect(recorder.isComplete)
+        #expect(recorder.waitUntilComplete(timeout: .zero))
+        #expect(recorder.firstBreak == LatencyRecorder.Break(latenessNanoseconds: 1_001, firedNanoseconds: 1_011, sample: 3))
+        recorder.record(scheduledNanoseconds: 0, firedNanoseconds: 9_000, missed: 0)
+        #expect(recorder.summary.samples == 3)
+
+        let merged = LatencyRecorder(target: 100)
+        let before = LatencyRecorder(target: 2)
+        before.record(scheduledNanoseconds: 0, firedNanoseconds: 1, missed: 0)
+        before.record(scheduledNanoseconds: 0, firedNanoseconds: 1, missed: 0)
+        merged.merge(before)
+        merged.merge(recorder)
+        #expect(merged.firstBreak?.sample == 5)
+    }
 }

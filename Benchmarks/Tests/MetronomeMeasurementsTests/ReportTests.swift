@@ -15,6 +15,14 @@ import Testing
         schedRTRuntimeMicroseconds: 950_000
     )
 
+    // Whole seconds: the JSON keeps milliseconds, so the report round-trips exactly.
+    private let invocation = Invocation(
+        toolVersion: "9.9.9",
+        commandLine: ["metronome", "jitter", "--json"],
+        startedAt: Date(timeIntervalSince1970: 1_750_000_000),
+        endedAt: Date(timeIntervalSince1970: 1_750_000_025)
+    )
+
     private let latency = LatencySummary(
         samples: 1_000,
         minNanoseconds: 1_500,
@@ -24,7 +32,9 @@ import Testing
         p999Nanoseconds: 41_000,
         maxNanoseconds: 120_400,
         missed: 3,
-        early: 0
+        early: 0,
+        meanNanoseconds: 9_012,
+        standardDeviationNanoseconds: 4_000.25
     )
 
     private func object(_ json: String) throws -> [String: Any] {
@@ -41,6 +51,7 @@ import Testing
         )
         let report = Report(
             command: "jitter",
+            invocation: invocation,
             config: JitterConfiguration(),
             machine: machine,
             results: [result],
@@ -49,7 +60,16 @@ import Testing
         let json = try report.jsonString()
 
         let top = try object(json)
-        #expect(Set(top.keys) == ["tool", "command", "config", "machine", "results", "notes"])
+        #expect(
+            Set(top.keys) == [
+                "schema_version", "tool", "tool_version", "command", "command_line", "started_at", "ended_at",
+                "config", "machine", "results", "notes",
+            ])
+        #expect(top["schema_version"] as? Int == 1)
+        #expect(top["tool_version"] as? String == "9.9.9")
+        #expect(top["command_line"] as? [String] == ["metronome", "jitter", "--json"])
+        #expect(top["started_at"] as? String == "2025-06-15T15:06:40.000Z")
+        #expect(top["ended_at"] as? String == "2025-06-15T15:07:05.000Z")
         #expect(top["tool"] as? String == "metronome")
         #expect(top["command"] as? String == "jitter")
         #expect(top["notes"] as? [String] == ["a note"])
@@ -65,12 +85,14 @@ import Testing
         let row = try #require((top["results"] as? [[String: Any]])?.first)
         #expect(
             Set(row.keys) == [
-                "backend", "samples", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
+                "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
                 "wakeups_per_s", "cpu_ms_per_1k",
             ]
         )
         #expect(row["backend"] as? String == "engine")
         #expect(row["p50_us"] as? Double == 8.25)
+        #expect(row["mean_us"] as? Double == 9.012)
+        #expect(row["stddev_us"] as? Double == 4)
         #expect(row["p99_us"] as? Double == 20.125)
         #expect(row["wakeups_per_s"] as? Double == 1000.0)
         #expect(row["cpu_ms_per_1k"] as? Double == 9.123)
@@ -84,6 +106,7 @@ import Testing
     @Test func jsonIsPrettyPrintedWithSortedKeys() throws {
         let report = Report(
             command: "jitter",
+            invocation: invocation,
             config: JitterConfiguration(),
             machine: machine,
             results: [JitterResult]()
@@ -106,7 +129,8 @@ import Testing
             wakeupsPerSecond: 190.5,
             cpuMillisecondsPer1k: 2
         )
-        let report = Report(command: "coalesce", config: CoalesceConfiguration(), machine: machine, results: [result])
+        let report = Report(
+            command: "coalesce", invocation: invocation, config: CoalesceConfiguration(), machine: machine, results: [result])
         let json = try report.jsonString()
         let top = try object(json)
         let config = try #require(top["config"] as? [String: Any])
@@ -114,7 +138,7 @@ import Testing
         let row = try #require((top["results"] as? [[String: Any]])?.first)
         #expect(
             Set(row.keys) == [
-                "backend", "samples", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
+                "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
                 "wakeups_per_s", "cpu_ms_per_1k", "wakeups", "optimum_wakeups", "in_window", "late",
             ]
         )
@@ -132,6 +156,7 @@ import Testing
     @Test func notesMayBeAbsentWhenDecoding() throws {
         let report = Report(
             command: "jitter",
+            invocation: invocation,
             config: JitterConfiguration(),
             machine: machine,
             results: [JitterResult]()

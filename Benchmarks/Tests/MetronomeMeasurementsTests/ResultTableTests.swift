@@ -39,6 +39,7 @@ import Testing
         let rows = lines(table)
         #expect(rows.count == 3)
         #expect(rows[0].hasPrefix("backend"))
+        #expect(rows[0].contains("avg µs  stddev µs"))
         #expect(rows[0].hasSuffix("p50×gcd  p99×gcd"))
         #expect(rows[1].hasPrefix("engine"))
         #expect(rows[1].hasSuffix("0.50×    0.25×"))

@@ -1,4 +1,5 @@
 import Foundation
+import MetronomeMeasurements
 import Metronome
 
 /// One subject's row of `metronome stress`; JSON keys are part of the stable schema.
@@ -152,7 +153,7 @@ enum StressTable {
             row.append("\(result.violationsTotal)")
             return row
         }
-        return self.render(header: header, rows: rows)
+        return ResultTable.render(header: header, rows: rows)
     }
 
     /// One row per invariant, one column per subject.
@@ -161,17 +162,6 @@ enum StressTable {
         let rows = StressInvariant.allCases.map { invariant in
             [invariant.summary] + results.map { "\($0.violations[invariant.rawValue] ?? 0)" }
         }
-        return self.render(header: header, rows: rows)
-    }
-
-    private static func render(header: [String], rows: [[String]]) -> String {
-        let table = [header] + rows
-        let widths = header.indices.map { column in table.map { $0[column].count }.max() ?? 0 }
-        return table.map { row in
-            row.indices.map { column in
-                let padding = String(repeating: " ", count: widths[column] - row[column].count)
-                return column == 0 ? row[column] + padding : padding + row[column]
-            }.joined(separator: "  ")
-        }.joined(separator: "\n") + "\n"
+        return ResultTable.render(header: header, rows: rows)
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Metronome
 import MetronomeMeasurements
 
@@ -10,40 +11,57 @@ struct CoalesceCommand: ParsableCommand {
         abstract: "Wake-ups of one-shot timers with leeway, engine versus GCD, against the optimum."
     )
 
-    @Option(help: "One-shot timers per backend.")
+    @Option(help: "One-shot timers per backend, 1 to 1000000.")
     var timers: Int = 10_000
 
-    @Option(help: "Window the deadlines are spread over, in milliseconds.")
+    @Option(help: "Window the deadlines are spread over, in milliseconds, above 0 and at most 3600000 (1 h).")
     var window: Double = 2000
 
-    @Option(help: "Leeway of every timer, in milliseconds.")
+    @Option(help: "Leeway of every timer, in milliseconds, 0 to 3600000.")
     var leeway: Double = 50
 
     @Option(help: "Seed of the deadlines (the same for every backend).")
     var seed: UInt64 = 1
 
-    @Option(help: "Busy threads started for the run.")
+    @Option(help: "Busy threads started for the run; at most 8 per CPU.")
     var load: Int = 0
+
+    @Option(help: "Write an HdrHistogram percentile file of lateness per backend into this directory.")
+    var hgrm: String?
 
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
+    func validate() throws {
+        try OptionRules.check(self.timers, "--timers", in: 1...1_000_000)
+        try OptionRules.check(self.window, "--window", above: 0, upTo: 3_600_000, unit: "ms")
+        try OptionRules.check(self.leeway, "--leeway", in: 0...3_600_000, unit: "ms")
+        try OptionRules.checkLoad(self.load)
+        if let hgrm = self.hgrm, hgrm.isEmpty { throw ValidationError("--hgrm needs a directory") }
+    }
+
     func run() throws {
+        let startedAt = Date()
         let config = CoalesceConfiguration(
             timers: self.timers,
-            windowNanoseconds: Int64(self.window * 1e6),
-            leewayNanoseconds: Int64(self.leeway * 1e6),
+            windowNanoseconds: OptionConversion.nanoseconds(self.window, nanosecondsPerUnit: 1e6),
+            leewayNanoseconds: OptionConversion.nanoseconds(self.leeway, nanosecondsPerUnit: 1e6),
             seed: self.seed
         )
         let subjects: [any CoalesceSubject] = [EngineCoalesceSubject(engine: try TimerEngine()), DispatchSubject()]
+        if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
         let results = try CoalesceRunner.run(
             subjects: subjects,
             config: config,
             load: self.load,
+            hgrmDirectory: self.hgrm,
             progress: Terminal.progress(quiet: self.json)
         )
         let notes = CoalesceRunner.notes(config: config, load: self.load, results: results)
-        let report = Report(command: "coalesce", config: config, machine: .current(), results: results, notes: notes)
+        let report = Report(
+            command: "coalesce", invocation: .finished(startedAt: startedAt),
+            config: CoalesceSettings(measurement: config, load: self.load, backends: subjects.map(\.name)),
+            machine: .current(), results: results, notes: notes)
         if self.json {
             print(try report.jsonString())
         } else {

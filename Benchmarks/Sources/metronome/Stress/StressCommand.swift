@@ -20,19 +20,21 @@ struct StressCommand: ParsableCommand {
         abstract: "Random schedule/reschedule/suspend/resume/cancel/drop from many threads, invariants checked."
     )
 
-    @Option(help: "Threads performing random operations.")
+    @Option(help: "Threads performing random operations, 1 to 256.")
     var threads: Int = 8
 
-    @Option(help: "Run for this many seconds (default 10 unless --ops is given).")
-    var duration: Double?
+    @Option(
+        name: [.customShort("D"), .long],
+        help: "Run this long: 90, 500ms, 1m, 2h, at most 1d (default 10 s unless --ops is given).")
+    var duration: TimeSpan?
 
-    @Option(help: "Stop after this many operations in total.")
+    @Option(help: "Stop after this many operations in total, 1 to 10000000000.")
     var ops: Int?
 
-    @Option(help: "Busy threads started for the run (default: twice the CPU count).")
+    @Option(help: "Busy threads started for the run (default: twice the CPU count); at most 8 per CPU.")
     var load: Int?
 
-    @Option(help: "Timers in each backend's pool.")
+    @Option(help: "Timers in each backend's pool, 1 to 100000.")
     var timers: Int = 64
 
     @Option(help: "Subjects, comma-separated: engine, dispatch, scheduler, lifecycle.")
@@ -44,14 +46,25 @@ struct StressCommand: ParsableCommand {
     @Flag(help: "Print JSON instead of tables.")
     var json = false
 
-    func run() throws {
-        guard self.threads > 0, self.timers > 0, (self.duration ?? 1) > 0, (self.ops ?? 1) > 0, (self.load ?? 0) >= 0 else {
-            throw ValidationError("threads, timers, duration and ops must be positive; load not negative")
+    static let knownBackends = ["engine", "dispatch", "scheduler", "lifecycle"]
+
+    func validate() throws {
+        try OptionRules.check(self.threads, "--threads", in: 1...256)
+        if let duration = self.duration {
+            try OptionRules.check(duration.seconds, "--duration", above: 0, upTo: OptionRules.longestRunSeconds, unit: "s")
         }
+        if let ops = self.ops { try OptionRules.check(ops, "--ops", in: 1...10_000_000_000) }
+        if let load = self.load { try OptionRules.checkLoad(load) }
+        try OptionRules.check(self.timers, "--timers", in: 1...100_000)
+        _ = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
+    }
+
+    func run() throws {
+        let startedAt = Date()
         let machine = MachineFacts.current()
         let load = self.load ?? 2 * machine.cpuCount
-        let seconds = self.duration ?? (self.ops == nil ? 10 : nil)
-        let names = self.backends.split(separator: ",").map(String.init)
+        let seconds = self.duration?.seconds ?? (self.ops == nil ? 10 : nil)
+        let names = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
         let violations = StressViolations()
         var subjects: [any StressSubject] = []
         for name in names {
@@ -68,10 +81,9 @@ struct StressCommand: ParsableCommand {
             case "lifecycle":
                 subjects.append(try StressLifecycleSubject(violations: violations))
             default:
-                throw ValidationError("unknown backend '\(name)': use engine, dispatch, scheduler, lifecycle")
+                preconditionFailure("validate() let through the backend '\(name)'")
             }
         }
-        guard !subjects.isEmpty else { throw ValidationError("no backend given") }
 
         let config = StressConfiguration(
             threads: self.threads, durationSeconds: seconds, operations: self.ops, load: load, timers: self.timers,
@@ -99,7 +111,9 @@ struct StressCommand: ParsableCommand {
                 "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 20 forked children",
             ] + (StressLifecycleSubject.canFork ? [] : ["lifecycle: no forks under ThreadSanitizer"])
             + violations.examples.map { "violation: \($0)" }
-        let report = Report(command: "stress", config: config, machine: machine, results: results, notes: notes)
+        let report = Report(
+            command: "stress", invocation: .finished(startedAt: startedAt), config: config, machine: machine,
+            results: results, notes: notes)
         if self.json {
             print(try report.jsonString())
         } else {

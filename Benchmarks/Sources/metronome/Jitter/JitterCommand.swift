@@ -1,0 +1,208 @@
+import ArgumentParser
+import Foundation
+import Metronome
+import MetronomeMeasurements
+
+/// `metronome jitter`: how late a repeating timer's handler runs, per backend.
+struct JitterCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "jitter",
+        abstract: "Handler lateness of repeating timers: engine, engine-rt, engine-spin, gcd, timerfd."
+    )
+
+    static let knownBackends = [
+        "engine", "engine-rt", "engine-spin", "gcd", "gcd-safe", "timerfd", "sleep-engine", "sleep-continuous",
+    ]
+
+    @Option(help: "Timer period in microseconds, above 0 and at most 10000000 (10 s).")
+    var interval: Double = 1000
+
+    @Option(help: "Samples per backend (after a warm-up of 100), 1 to 10000000.")
+    var samples: Int = 5000
+
+    @Option(
+        name: [.customShort("D"), .long],
+        help: "Run each backend this long instead of a sample count: 90, 500ms, 1m, 2h (at most 1d).")
+    var duration: TimeSpan?
+
+    @Option(help: "Concurrent timers per backend, phases spread over one period, 1 to 100000.")
+    var timers: Int = 1
+
+    @Option(help: "Leeway in microseconds, 0 to 10000000.")
+    var leeway: Double = 0
+
+    @Option(help: "Rounds the samples are split into, backends interleaved in rotated order, 1 to 1000.")
+    var rounds: Int = 5
+
+    @Option(help: "Busy threads started for the run, to measure under load; at most 8 per CPU.")
+    var load: Int = 0
+
+    @Option(
+        name: .customLong("handler-work"),
+        help: "Microseconds each handler spins, to simulate work; 0 up to the period.")
+    var handlerWork: Double = 0
+
+    @Option(help: "Spin window of engine-spin, in microseconds, 0 to 10000.")
+    var spin: Double = 50
+
+    @Option(help: "Scheduling policy of engine-rt's firing thread and of cyclictest's: fifo, rr or other.")
+    var policy: SchedulingPolicy = .fifo
+
+    @Option(help: "Priority of engine-rt and cyclictest under --policy: 1 to 99 for fifo and rr (ignored for other).")
+    var priority: Int = 50
+
+    /// The priority the policy runs at: cyclictest's rule, 0 for `other` whatever was given.
+    private var effectivePriority: Int { self.policy == .other ? 0 : self.priority }
+
+    @Option(help: "Backends to run, comma-separated (also: gcd-safe, sleep-engine, sleep-continuous).")
+    var backends: String = "engine,engine-rt,engine-spin,gcd,timerfd"
+
+    @Option(help: "Write an HdrHistogram percentile file per backend into this directory.")
+    var hgrm: String?
+
+    @Option(help: "Stop the whole run at the first firing later than this many µs, and say when (as cyclictest's --breaktrace).")
+    var breaktrace: Double?
+
+    @Flag(
+        name: .customLong("with-cyclictest"),
+        help: "Also run cyclictest (rt-tests) with the same period and samples at --priority, as a row of its own.")
+    var withCyclictest = false
+
+    @Flag(help: "Lock the process's memory (mlockall), as cyclictest's --mlockall.")
+    var mlockall = false
+
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Hold /dev/cpu_dma_latency at 0 while measuring, as cyclictest does (reported when refused).")
+    var dmaLatency = true
+
+    @Flag(help: "Print JSON instead of a table.")
+    var json = false
+
+    func validate() throws {
+        try OptionRules.check(self.interval, "--interval", above: 0, upTo: 10_000_000, unit: "µs")
+        try OptionRules.check(self.samples, "--samples", in: 1...10_000_000)
+        try OptionRules.check(self.timers, "--timers", in: 1...100_000)
+        if let duration = self.duration {
+            try OptionRules.check(duration.seconds, "--duration", above: 0, upTo: OptionRules.longestRunSeconds, unit: "s")
+        }
+        try OptionRules.check(self.leeway, "--leeway", in: 0...10_000_000, unit: "µs")
+        try OptionRules.check(self.rounds, "--rounds", in: 1...1000)
+        try OptionRules.checkLoad(self.load)
+        try OptionRules.check(self.handlerWork, "--handler-work", in: 0...self.interval, unit: "µs")
+        try OptionRules.check(self.spin, "--spin", in: 0...10_000, unit: "µs")
+        try OptionRules.check(self.priority, "--priority", in: self.policy == .other ? 0...99 : 1...99)
+        if let breaktrace = self.breaktrace {
+            try OptionRules.check(breaktrace, "--breaktrace", above: 0, upTo: 10_000_000, unit: "µs")
+        }
+        let names = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
+        if let hgrm = self.hgrm, hgrm.isEmpty { throw ValidationError("--hgrm needs a directory") }
+        // The run length follows from the counts: refuse one that cannot finish in a day.
+        let samples = self.sampleCount
+        try OptionRules.check(samples, "--samples (from --duration)", in: 1...10_000_000)
+        guard self.rounds <= samples else { throw ValidationError("--rounds must not exceed the sample count (\(samples))") }
+        let seconds = Double(samples) / Double(self.timers) * self.interval / 1e6 * Double(names.count)
+        guard seconds <= OptionRules.longestRunSeconds else {
+            throw ValidationError(
+                "--samples, --timers and --interval ask for \(Int(seconds)) s over \(names.count) backend(s); at most 86400")
+        }
+    }
+
+    /// Samples per backend: `--samples`, or as many as `--duration` holds.
+    private var sampleCount: Int {
+        guard let duration = self.duration else { return self.samples }
+        let perTimer = duration.seconds * 1e6 / self.interval
+        // Above the cap, whatever the exact count: validate() then refuses it.
+        guard perTimer * Double(self.timers) < 1e12 else { return Int.max }
+        return Int(perTimer) * self.timers
+    }
+
+    func run() throws {
+        let startedAt = Date()
+        let samples = self.sampleCount
+        let config = JitterConfiguration(
+            intervalNanoseconds: OptionConversion.nanoseconds(self.interval, nanosecondsPerUnit: 1_000),
+            samples: samples,
+            timers: self.timers,
+            leewayNanoseconds: OptionConversion.nanoseconds(self.leeway, nanosecondsPerUnit: 1_000),
+            handlerWorkNanoseconds: OptionConversion.nanoseconds(self.handlerWork, nanosecondsPerUnit: 1_000)
+        )
+        let (subjects, notes) = try self.subjects()
+        if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
+        let controls = LatencyControls(lockMemory: self.mlockall, holdDMALatency: self.dmaLatency)
+        defer { controls.release() }
+        let results = try JitterRunner.run(
+            subjects: subjects,
+            config: config,
+            load: self.load,
+            rounds: self.rounds,
+            hgrmDirectory: self.hgrm,
+            breakAboveNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) },
+            progress: Terminal.progress(quiet: self.json)
+        )
+        let allNotes = notes + controls.refusals + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
+        let settings = JitterSettings(
+            measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
+            spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
+            policy: self.policy, priority: self.effectivePriority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
+            dmaLatencyHeld: controls.dmaLatencyHeld,
+            breaktraceNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) })
+        let report = Report(
+            command: "jitter", invocation: .finished(startedAt: startedAt), config: settings, machine: .current(),
+            results: results, notes: allNotes)
+        if self.json {
+            print(try report.jsonString())
+        } else {
+            Terminal.printHeader(report.machine, config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s), leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
+            print(ResultTable.jitter(results))
+            allNotes.forEach { print("note: \($0)") }
+        }
+    }
+
+    /// The requested backends; engine-rt is left out, with a note, where SCHED_FIFO is refused.
+    private func subjects() throws -> ([any JitterSubject], [String]) {
+        var subjects: [any JitterSubject] = []
+        var notes: [String] = []
+        for name in try OptionRules.names(self.backends, "--backends", known: Self.knownBackends) {
+            switch name {
+            case "engine":
+                let engine = try TimerEngine()
+                subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
+            case "engine-rt":
+                switch try self.policy.engine(priority: self.effectivePriority) {
+                case .success(let engine):
+                    subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
+                case .failure(let refusal):
+                    notes.append("engine-rt skipped: \(refusal)")
+                }
+            case "engine-spin":
+                let spinWindow = OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000)
+                let engine = try TimerEngine(configuration: .init(spinWindow: .nanoseconds(spinWindow)))
+                subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
+            case "gcd":
+                subjects.append(DispatchSubject())
+            case "gcd-safe":
+                subjects.append(SafeTimerJitterSubject(name: name, backend: .dispatch, engine: nil))
+            case "timerfd":
+                subjects.append(TimerfdLoopSubject())
+            case "sleep-engine":
+                subjects.append(SleepJitterSubject(engine: try TimerEngine()))
+            case "sleep-continuous":
+                subjects.append(SleepJitterSubject())
+            default:
+                preconditionFailure("validate() let through the backend '\(name)'")
+            }
+        }
+        if self.withCyclictest {
+            if let executable = CyclictestSubject.installed() {
+                subjects.append(
+                    CyclictestSubject(
+                        executable: executable, policy: self.policy, priority: self.effectivePriority,
+                        lockMemory: self.mlockall))
+            } else {
+                notes.append("cyclictest skipped: not installed (Debian: apt-get install rt-tests)")
+            }
+        }
+        return (subjects, notes)
+    }
+}

@@ -1,0 +1,20 @@
+import ArgumentParser
+
+/// `metronome`: measures timer precision on this machine, Metronome's engine and GCD side
+/// by side in one run.
+///
+/// Without a subcommand it prints help: a run takes tens of seconds and loads the machine,
+/// so it starts only when asked for (`make jitter` asks for `metronome jitter`).
+@main
+struct MetronomeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "metronome",
+        abstract: "Timer precision, coalescing, scale and stress: Metronome's engine versus GCD.",
+        version: MetronomeVersion.current,
+        subcommands: [JitterCommand.self, CoalesceCommand.self, ScaleCommand.self, StressCommand.self]
+    )
+
+    func run() throws {
+        print(Self.helpMessage())
+    }
+}

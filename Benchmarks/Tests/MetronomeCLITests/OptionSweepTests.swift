@@ -1,0 +1,84 @@
+import Foundation
+import MetronomeTestSupport
+import Testing
+
+/// Every value option of every subcommand, given values that trapped or hung the tool
+/// before: each run ends with a clean exit, never a signal. A refused value exits 64 and
+/// names the option; an accepted one runs the (small) measurement to the end.
+@Suite(.serialized)
+struct OptionSweepTests {
+    static let hostileValues = ["0", "-1", "nan", "inf", "1e300", "9223372036854775807", "garbage"]
+
+    /// Settings small enough that a run the swept value leaves valid finishes in a second.
+    static let quickArguments: [String: [String]] = [
+        "jitter": ["--samples", "20", "--rounds", "1", "--backends", "timerfd", "--interval", "100"],
+        "coalesce": ["--timers", "20", "--window", "5", "--leeway", "1"],
+        "scale": ["--timers", "1000", "--gcd-timers", "100", "--operations", "1000", "--fire-window", "1"],
+        "stress": ["--duration", "0.3", "--threads", "1", "--timers", "4", "--load", "0"],
+    ]
+
+    /// The long names of every option that takes a value, per subcommand, from the tool's
+    /// own description of its interface, so a new option is swept without editing this test.
+    private func valueOptions() throws -> [(subcommand: String, option: String)] {
+        let executable = try ChildProcess.product("metronome").get()
+        let dump = try ChildProcess.run(executable, ["--experimental-dump-help"], timeout: 60)
+        let top = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        let command = try #require(top["command"] as? [String: Any])
+        let subcommands = try #require(command["subcommands"] as? [[String: Any]])
+        var options: [(String, String)] = []
+        for subcommand in subcommands {
+            let name = try #require(subcommand["commandName"] as? String)
+            guard Self.quickArguments[name] != nil else { continue }  // help
+            for argument in subcommand["arguments"] as? [[String: Any]] ?? [] where argument["kind"] as? String == "option" {
+                let names = argument["names"] as? [[String: Any]] ?? []
+                if let long = names.first(where: { $0["kind"] as? String == "long" })?["name"] as? String {
+                    options.append((name, long))
+                }
+            }
+        }
+        return options
+    }
+
+    @Test(.timeLimit(.minutes(10)))
+    func hostileValuesEndInACleanExitNeverASignal() throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let options = try self.valueOptions()
+        #expect(Set(options.map(\.subcommand)) == Set(Self.quickArguments.keys))
+        // --hgrm takes any name as a directory: keep what it creates out of the source tree.
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("metronome-sweep-\(getpid())")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        for (subcommand, option) in options {
+            for value in Self.hostileValues {
+                let arguments = [subcommand] + Self.quickArguments[subcommand]! + ["--\(option)", value, "--json"]
+                let run = try ChildProcess.run(executable, arguments, timeout: 120, currentDirectory: scratch)
+                let shown = arguments.joined(separator: " ")
+                #expect(run.reason == .exit, "\(shown): killed by signal \(run.status)")
+                #expect(run.status == 0 || run.status == 64, "\(shown): exit \(run.status); \(run.stderr.suffix(500))")
+                if run.status == 64 {
+                    #expect(run.stderr.contains("--\(option)"), "\(shown): the error does not name the option: \(run.stderr)")
+                    #expect(run.stderr.contains("Usage: metronome \(subcommand)"), "\(shown): no usage: \(run.stderr)")
+                }
+            }
+        }
+    }
+
+    @Test func withoutASubcommandItPrintsHelpAndMeasuresNothing() throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let run = try ChildProcess.run(executable, [], timeout: 30)
+        #expect(run.status == 0)
+        #expect(run.stdout.contains("SUBCOMMANDS:"))
+        #expect(!run.stdout.contains("backend"))
+    }
+
+    @Test func versionIsTheOneReportsCarry() throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let version = try ChildProcess.run(executable, ["--version"], timeout: 30)
+        #expect(version.status == 0)
+        let report = try ChildProcess.run(
+            executable, ["coalesce", "--timers", "10", "--window", "5", "--leeway", "1", "--json"], timeout: 60)
+        let top = try #require(try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])
+        #expect(top["tool_version"] as? String == version.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(!version.stdout.isEmpty)
+    }
+}
