@@ -97,4 +97,4 @@ format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks
 
 lint:
-	$(SWIFT) format lint --strict -r Sources Tests
+	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/Sources Benchmarks/Tests

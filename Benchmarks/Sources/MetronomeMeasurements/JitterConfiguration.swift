@@ -18,6 +18,8 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
     public var handlerWorkNanoseconds: Int64
     /// Firings discarded before recording starts, over all timers.
     public var warmup: Int
+    /// The clock deadlines are armed on and firings read from.
+    public var clock: MeasurementClock
 
     /// How far in the future the first deadline is placed: 20 ms plus 25 µs per timer, so every
     /// timer is armed before it and no backend is charged for the time it takes to arm the rest.
@@ -32,7 +34,8 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
         timers: Int = 1,
         leewayNanoseconds: Int64 = 0,
         handlerWorkNanoseconds: Int64 = 0,
-        warmup: Int = 100
+        warmup: Int = 100,
+        clock: MeasurementClock = .monotonic
     ) {
         self.intervalNanoseconds = intervalNanoseconds
         self.samples = samples
@@ -40,6 +43,7 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
         self.leewayNanoseconds = leewayNanoseconds
         self.handlerWorkNanoseconds = handlerWorkNanoseconds
         self.warmup = warmup
+        self.clock = clock
     }
 
     enum CodingKeys: String, CodingKey {
@@ -49,6 +53,7 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
         case leewayNanoseconds = "leeway_ns"
         case handlerWorkNanoseconds = "handler_work_ns"
         case warmup
+        case clock
     }
 
     /// Checks every value is in range.
@@ -72,12 +77,13 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
         }
     }
 
-    /// A start instant ``startLeadNanoseconds`` from `now`, for ``deadline(timer:tick:start:)``.
-    public func start(now: Int64 = MonotonicTime.now()) -> Int64 {
-        now + self.startLeadNanoseconds
+    /// A start instant ``startLeadNanoseconds`` from `now` (by default now on ``clock``), for
+    /// ``deadline(timer:tick:start:)``.
+    public func start(now: Int64? = nil) -> Int64 {
+        (now ?? self.clock.now()) + self.startLeadNanoseconds
     }
 
-    /// The `tick`-th deadline (from 0) of timer `timer` (from 0), in `CLOCK_MONOTONIC` ns.
+    /// The `tick`-th deadline (from 0) of timer `timer` (from 0), in ns on ``clock``.
     public func deadline(timer: Int, tick: Int64, start: Int64) -> Int64 {
         start + Int64(timer) * self.intervalNanoseconds / Int64(self.timers) + tick * self.intervalNanoseconds
     }

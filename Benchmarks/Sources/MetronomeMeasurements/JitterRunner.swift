@@ -118,7 +118,7 @@ public enum JitterRunner {
     ///   - results: The results, for their backends and notes.
     public static func notes(config: JitterConfiguration, load: Int, rounds: Int = 1, results: [JitterResult]) -> [String] {
         var notes = RunNotes.common(backends: results.map(\.backend), load: load, rounds: rounds)
-        notes.append("lateness = firing time − deadline on CLOCK_MONOTONIC, measured at handler entry")
+        notes.append("lateness = firing time − deadline on \(config.clock.cName), measured at handler entry")
         if config.timers > 1 {
             notes.append("\(config.timers) timers are spread evenly over one interval")
         }

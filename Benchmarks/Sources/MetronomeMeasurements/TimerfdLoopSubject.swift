@@ -3,7 +3,7 @@ import Synchronization
 
 /// The kernel's floor: each timer is a periodic timerfd read by a thread of its own.
 ///
-/// Every timer gets a dedicated thread blocked in `read(2)` on a `CLOCK_MONOTONIC` timerfd armed
+/// Every timer gets a dedicated thread blocked in `read(2)` on a timerfd on the run's clock, armed
 /// once with an absolute first deadline (`TFD_TIMER_ABSTIME`) and the interval, so the kernel
 /// keeps the absolute schedule itself. A read returns the expirations since the last one: one
 /// is the firing, the rest are missed deadlines. Nothing sits between the kernel's hrtimer and
@@ -59,7 +59,7 @@ public struct TimerfdLoopSubject: JitterSubject {
 
         func addTimer(_ timer: Int, recorder: LatencyRecorder) throws(MeasurementError) {
             // Blocking on purpose: the thread sleeps in read(2) until the next expiration.
-            let fd = LinuxCalls.timerfdCreate(CLOCK_MONOTONIC, LinuxCalls.timerfdCloseOnExec)
+            let fd = LinuxCalls.timerfdCreate(self.config.clock.id, LinuxCalls.timerfdCloseOnExec)
             guard fd >= 0 else { throw .systemCall("timerfd_create", code: errno) }
             let index = self.timers.withLock { timers in
                 timers.append((fd, nil))
@@ -82,7 +82,7 @@ public struct TimerfdLoopSubject: JitterSubject {
             var expirations: UInt64 = 0
             while true {
                 let count = read(fd, &expirations, MemoryLayout<UInt64>.size)
-                let fired = MonotonicTime.now()
+                let fired = self.config.clock.now()
                 if count < 0 && errno == EINTR { continue }
                 guard count == MemoryLayout<UInt64>.size, !self.stopRequested.load(ordering: .relaxed) else { break }
                 reads += 1

@@ -14,6 +14,13 @@ struct CLISmokeTests {
 
     /// Runs `metronome` with `arguments` and returns its JSON report, checking the envelope.
     private func report(_ arguments: [String], command: String) throws -> [[String: Any]] {
+        try self.envelope(arguments, command: command).results
+    }
+
+    /// The whole report: its rows, its config and its notes.
+    private func envelope(_ arguments: [String], command: String) throws -> (
+        results: [[String: Any]], config: [String: Any], notes: [String]
+    ) {
         let executable = try ChildProcess.product("metronome").get()
         let run = try ChildProcess.run(executable, arguments + ["--json"], timeout: 240)
         #expect(run.status == 0, "stderr: \(run.stderr.suffix(2000))")
@@ -21,7 +28,32 @@ struct CLISmokeTests {
         let violations = JSONSchemaCheck.violations(of: top, against: try JSONSchemaCheck.schema(for: command))
         #expect(violations.isEmpty, "\(violations)")
         #expect(top["command_line"] as? [String] == [executable.path] + arguments + ["--json"])
-        return try #require(top["results"] as? [[String: Any]])
+        return (
+            try #require(top["results"] as? [[String: Any]]), try #require(top["config"] as? [String: Any]),
+            try #require(top["notes"] as? [String])
+        )
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func jitterOnBoottimeSkipsTheBackendsThatOnlyKnowTheMonotonicClock() throws {
+        let report = try self.envelope(
+            ["jitter", "--clock", "boottime", "--samples", "50", "--rounds", "1", "--backends", "engine,gcd,timerfd"],
+            command: "jitter")
+        #expect(report.results.map { $0["backend"] as? String } == ["engine", "timerfd"])
+        #expect(report.config["clock"] as? String == "boottime")
+        #expect(report.notes.contains("gcd skipped: it measures on CLOCK_MONOTONIC only"))
+        #expect(report.notes.contains { $0.contains("on CLOCK_BOOTTIME") })
+        for row in report.results { #expect(row["early"] as? Int == 0, "\(row)") }
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func jitterRecordsThePolicyAndThePriorityItRanWith() throws {
+        let report = try self.envelope(
+            ["jitter", "--policy", "other", "--priority", "70", "--samples", "50", "--rounds", "1", "--backends", "engine-rt"],
+            command: "jitter")
+        #expect(report.config["policy"] as? String == "other")
+        #expect(report.config["priority"] as? Int == 0)
+        #expect(report.results.map { $0["backend"] as? String } == ["engine-rt"])
     }
 
     @Test(.timeLimit(.minutes(5)))

@@ -74,7 +74,7 @@ import Testing
         #expect(top["command"] as? String == "jitter")
         #expect(top["notes"] as? [String] == ["a note"])
         let config = try #require(top["config"] as? [String: Any])
-        #expect(Set(config.keys) == ["interval_ns", "samples", "timers", "leeway_ns", "handler_work_ns", "warmup"])
+        #expect(Set(config.keys) == ["interval_ns", "samples", "timers", "leeway_ns", "handler_work_ns", "warmup", "clock"])
         let machineKeys = try #require(top["machine"] as? [String: Any]).keys
         #expect(
             Set(machineKeys) == [

@@ -14,6 +14,8 @@ struct CyclictestSubject: JitterSubject {
     let policy: SchedulingPolicy
     let priority: Int
     let lockMemory: Bool
+    /// Monotonic or wall: cyclictest has no boottime clock.
+    let clock: MeasurementClock
 
     /// cyclictest from `PATH`, or `nil` when it is not installed.
     static func installed() -> URL? {
@@ -32,7 +34,7 @@ struct CyclictestSubject: JitterSubject {
         process.executableURL = self.executable
         process.arguments = [
             "-q", "-v", "-N", "-i", "\(max(1, config.intervalNanoseconds / 1_000))", "-l", "\(loops)",
-            "--policy=\(self.policy.rawValue)", "-p", "\(self.priority)",
+            "--policy=\(self.policy.rawValue)", "-p", "\(self.priority)", "-c", self.clock == .wall ? "1" : "0",
         ] + (self.lockMemory ? ["-m"] : [])
         let output = Pipe()
         process.standardOutput = output

@@ -10,6 +10,9 @@ struct JitterCommand: ParsableCommand {
         abstract: "Handler lateness of repeating timers: engine, engine-rt, engine-spin, gcd, timerfd."
     )
 
+    /// Backends whose deadlines only `DispatchTime` or `ContinuousClock` can express.
+    static let monotonicOnlyBackends: Set = ["gcd", "gcd-safe", "sleep-engine", "sleep-continuous"]
+
     static let knownBackends = [
         "engine", "engine-rt", "engine-spin", "gcd", "gcd-safe", "timerfd", "sleep-engine", "sleep-continuous",
     ]
@@ -44,6 +47,9 @@ struct JitterCommand: ParsableCommand {
 
     @Option(help: "Spin window of engine-spin, in microseconds, 0 to 10000.")
     var spin: Double = 50
+
+    @Option(help: "Clock of every deadline and firing: monotonic, boottime or wall (backends on CLOCK_MONOTONIC only are skipped).")
+    var clock: MeasurementClock = .monotonic
 
     @Option(help: "Scheduling policy of engine-rt's firing thread and of cyclictest's: fifo, rr or other.")
     var policy: SchedulingPolicy = .fifo
@@ -125,7 +131,8 @@ struct JitterCommand: ParsableCommand {
             samples: samples,
             timers: self.timers,
             leewayNanoseconds: OptionConversion.nanoseconds(self.leeway, nanosecondsPerUnit: 1_000),
-            handlerWorkNanoseconds: OptionConversion.nanoseconds(self.handlerWork, nanosecondsPerUnit: 1_000)
+            handlerWorkNanoseconds: OptionConversion.nanoseconds(self.handlerWork, nanosecondsPerUnit: 1_000),
+            clock: self.clock
         )
         let (subjects, notes) = try self.subjects()
         if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
@@ -164,6 +171,10 @@ struct JitterCommand: ParsableCommand {
         var subjects: [any JitterSubject] = []
         var notes: [String] = []
         for name in try OptionRules.names(self.backends, "--backends", known: Self.knownBackends) {
+            if self.clock != .monotonic, Self.monotonicOnlyBackends.contains(name) {
+                notes.append("\(name) skipped: it measures on CLOCK_MONOTONIC only")
+                continue
+            }
             switch name {
             case "engine":
                 let engine = try TimerEngine()
@@ -194,11 +205,13 @@ struct JitterCommand: ParsableCommand {
             }
         }
         if self.withCyclictest {
-            if let executable = CyclictestSubject.installed() {
+            if self.clock == .boottime {
+                notes.append("cyclictest skipped: it has no CLOCK_BOOTTIME")
+            } else if let executable = CyclictestSubject.installed() {
                 subjects.append(
                     CyclictestSubject(
                         executable: executable, policy: self.policy, priority: self.effectivePriority,
-                        lockMemory: self.mlockall))
+                        lockMemory: self.mlockall, clock: self.clock))
             } else {
                 notes.append("cyclictest skipped: not installed (Debian: apt-get install rt-tests)")
             }
@@ -206,3 +219,5 @@ struct JitterCommand: ParsableCommand {
         return (subjects, notes)
     }
 }
+
+extension MeasurementClock: ExpressibleByArgument {}

@@ -13,7 +13,7 @@ struct SafeTimerJitterSubject: JitterSubject {
         let before = self.engine?.counters
         let start = config.start()
         let timers = (0..<config.timers).map { index in
-            let timer = SafeDispatchTimer(backend: self.backend)
+            let timer = SafeDispatchTimer(backend: self.backend, clock: config.clock.timerClock)
             timer.schedule(
                 at: TimerInstant(nanoseconds: config.deadline(timer: index, tick: 0, start: start)),
                 every: .nanoseconds(config.intervalNanoseconds),
@@ -23,7 +23,7 @@ struct SafeTimerJitterSubject: JitterSubject {
                 // lateness from the earliest deadline the firing covers, as for the others.
                 recorder.record(
                     scheduledNanoseconds: tick.scheduled.nanoseconds - Int64(tick.missed) * config.intervalNanoseconds,
-                    firedNanoseconds: MonotonicTime.now(),
+                    firedNanoseconds: config.clock.now(),
                     missed: tick.missed
                 )
                 MonotonicTime.spin(nanoseconds: config.handlerWorkNanoseconds)
@@ -37,6 +37,17 @@ struct SafeTimerJitterSubject: JitterSubject {
         }
         guard let engine = self.engine, let before else { return SubjectCounters() }
         return SubjectCounters(wakeups: Int(engine.counters.wakeups - before.wakeups))
+    }
+}
+
+extension MeasurementClock {
+    /// The library's name for this clock.
+    var timerClock: TimerClock {
+        switch self {
+        case .monotonic: .monotonic
+        case .boottime: .boottime
+        case .wall: .wall
+        }
     }
 }
 
