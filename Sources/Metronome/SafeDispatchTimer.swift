@@ -1,5 +1,4 @@
 @preconcurrency import Dispatch
-import Foundation
 
 /// A timer with the API Swift developers know from `DispatchSourceTimer`, that cannot crash.
 ///
@@ -90,7 +89,7 @@ public final class SafeDispatchTimer: Sendable {
     /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or when
     ///   `interval` is not a finite positive number of at least a nanosecond.
     @discardableResult
-    public func schedule(interval: TimeInterval, handler: @escaping @Sendable () -> Void) -> Bool {
+    public func schedule(interval: Double, handler: @escaping @Sendable () -> Void) -> Bool {
         guard let period = DispatchConversions.interval(seconds: interval) else { return false }
         let start = self.core.now().addingSaturating(period)
         guard let schedule = TimerSchedule(deadlineNanoseconds: start, periodNanoseconds: period) else {
