@@ -51,6 +51,22 @@ public final class SafeDispatchTimer: Sendable {
         /// Any other backend, such as `MetronomeTesting.ManualTimeline` in tests.
         case custom(any TimerBackend)
 
+        /// The engine, when this backend is one; `nil` for GCD and custom backends.
+        public var engine: TimerEngine? {
+            guard case .engine(let engine) = self else { return nil }
+            return engine
+        }
+
+        /// The current time on `clock` as this backend measures it: virtual time for a test
+        /// double, the real clock otherwise.
+        ///
+        /// - Parameter clock: The clock to read.
+        /// - Returns: The current instant on `clock`.
+        public func now(on clock: TimerClock) -> TimerInstant {
+            guard case .custom(let backend) = self else { return clock.now() }
+            return TimerInstant(nanoseconds: backend.now(clock))
+        }
+
         var resolved: TimerCore.Firing {
             switch self {
             case .engine(let engine): .engine(engine)
