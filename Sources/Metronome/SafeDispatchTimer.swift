@@ -101,6 +101,23 @@ public final class SafeDispatchTimer: Sendable {
         self.core.state
     }
 
+    /// What fires the timer.
+    public var backend: Backend {
+        self.core.firing
+    }
+
+    /// The clock the timer's deadlines are measured on.
+    public var clock: TimerClock {
+        self.core.clock
+    }
+
+    /// The current schedule while the timer is running or suspended, otherwise `nil`.
+    ///
+    /// For a suspended timer, the schedule it follows once resumed.
+    public var currentSchedule: TimerSchedule? {
+        self.core.schedule
+    }
+
     /// Fires `handler` every `interval` seconds, starting `interval` from now.
     ///
     /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or when

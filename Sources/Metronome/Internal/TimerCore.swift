@@ -60,7 +60,7 @@ final class TimerCore: Sendable {
     // payload through value witnesses, on every transition.
     private let engine: TimerEngine?
     private let backend: (any TimerBackend)?
-    private let clock: TimerClock
+    let clock: TimerClock
 
     init(queue: DispatchQueue?, firing: Firing, clock: TimerClock) {
         self.queue = queue
@@ -69,6 +69,23 @@ final class TimerCore: Sendable {
         case .backend(let backend): (self.engine, self.backend) = (nil, backend)
         }
         self.clock = clock
+    }
+
+    /// The backend this core fires on, as the caller named it.
+    var firing: SafeDispatchTimer.Backend {
+        if let engine = self.engine { return .engine(engine) }
+        guard let backend = self.backend, !(backend is DispatchBackend) else { return .dispatch }
+        return .custom(backend)
+    }
+
+    /// The schedule of a running or suspended timer, otherwise `nil`.
+    var schedule: TimerSchedule? {
+        self.storage.withLockedValue { storage in
+            switch storage.machine.state {
+            case .running(let schedule, _), .suspended(let schedule, _): schedule
+            case .idle, .cancelled: nil
+            }
+        }
     }
 
     var state: SafeDispatchTimer.State {
