@@ -12,7 +12,7 @@ CLI        := $(TOOLS)/.build/release/metronome
 ARGS       ?=
 UBSAN_DIR  := $(shell dirname $$(clang -print-file-name=libclang_rt.ubsan_standalone-x86_64.so 2>/dev/null) 2>/dev/null)
 
-.PHONY: deps build test test-tsan test-asan test-ubsan-c check-aarch64 jitter coalesce scale stress stress-ci bench plot format lint
+.PHONY: deps build test test-tsan test-asan test-ubsan-c check-aarch64 jitter coalesce scale stress stress-ci bench plot format lint docs
 
 deps:
 	@pkg-config --exists libevent || { \
@@ -92,6 +92,19 @@ plot: deps
 	ls results/coalesce/*.hgrm >/dev/null 2>&1 || $(CLI) coalesce --hgrm results/coalesce
 	gnuplot -e "dir='results'" scripts/plot-jitter.gp
 	gnuplot -e "dir='results/coalesce'" scripts/plot-coalesce.gp
+
+# The library's DocC archive in .build-docs/Metronome.doccarchive; any warning fails it.
+# A scratch path of its own: the symbol-graph flags would otherwise rebuild .build.
+DOCC       ?= $(shell command -v docc 2>/dev/null || echo /opt/swift/usr/bin/docc)
+DOCS_DIR   := .build-docs
+
+docs: deps
+	$(SWIFT) build --scratch-path $(DOCS_DIR) --target Metronome \
+		-Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_DIR)/symbol-graphs
+	$(DOCC) convert Sources/Metronome/Metronome.docc --warnings-as-errors \
+		--additional-symbol-graph-dir $(DOCS_DIR)/symbol-graphs \
+		--fallback-display-name Metronome --fallback-bundle-identifier org.metronome.Metronome \
+		--output-path $(DOCS_DIR)/Metronome.doccarchive
 
 format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks

@@ -1,4 +1,4 @@
-/// A `Clock` whose sleeps are timers on a ``TimerEngine``.
+/// A `Clock` whose sleeps are timers on a ``TimerEngine`` (or any other backend).
 ///
 /// `EngineClock` lets `async` code sleep with the engine's precision: each
 /// ``sleep(until:tolerance:)`` arms one one-shot timer whose handler runs inline on the
@@ -26,8 +26,14 @@ public struct EngineClock: Clock, Sendable {
     /// The instant type of the clock: nanoseconds on ``clock``.
     public typealias Instant = TimerInstant
 
-    /// The engine whose firing thread ends each sleep.
-    public let engine: TimerEngine
+    /// What arms each sleep's timer: an engine, GCD, or a test double.
+    public let backend: SafeDispatchTimer.Backend
+
+    /// The engine whose firing thread ends each sleep; `nil` when ``backend`` is not an
+    /// engine.
+    public var engine: TimerEngine? {
+        self.backend.engine
+    }
 
     /// The clock that instants are read from and deadlines armed on.
     public let clock: TimerClock
@@ -35,16 +41,28 @@ public struct EngineClock: Clock, Sendable {
     /// Creates a clock that sleeps on `engine`, measuring time on `clock`.
     ///
     /// - Parameters:
-    ///   - engine: The engine that arms the sleeps; the shared engine by default.
+    ///   - engine: The engine that arms the sleeps.
     ///   - clock: The clock of the instants; monotonic by default.
-    public init(engine: TimerEngine = .shared, clock: TimerClock = .monotonic) {
-        self.engine = engine
+    public init(engine: TimerEngine, clock: TimerClock = .monotonic) {
+        self.init(backend: .engine(engine), clock: clock)
+    }
+
+    /// Creates a clock whose sleeps are timers on `backend`, measuring time on `clock`.
+    ///
+    /// With `.custom(timeline)` (a `MetronomeTesting.ManualTimeline`) the clock reads
+    /// virtual time and its sleeps end when the timeline is advanced past them.
+    ///
+    /// - Parameters:
+    ///   - backend: What arms the sleeps; the shared engine by default.
+    ///   - clock: The clock of the instants; monotonic by default.
+    public init(backend: SafeDispatchTimer.Backend = .engine(.shared), clock: TimerClock = .monotonic) {
+        self.backend = backend
         self.clock = clock
     }
 
-    /// The current instant on ``clock``.
+    /// The current instant on ``clock``, as ``backend`` measures it.
     public var now: TimerInstant {
-        self.clock.now()
+        self.backend.now(on: self.clock)
     }
 
     /// One nanosecond: the resolution of the engine's deadlines.
@@ -55,21 +73,21 @@ public struct EngineClock: Clock, Sendable {
     /// Suspends the task until `deadline`, allowing the wake-up to be up to `tolerance` late.
     ///
     /// A deadline that has already passed returns at once, after checking for cancellation.
-    /// Otherwise one one-shot ``SafeDispatchTimer`` is armed on ``engine`` with `tolerance`
-    /// as its leeway; its handler resumes the task on the firing thread. The task resumes no
-    /// earlier than `deadline` as read on ``clock``.
+    /// Otherwise one one-shot ``SafeDispatchTimer`` is armed on ``backend`` with `tolerance`
+    /// as its leeway; its handler resumes the task where the backend fires (for an engine,
+    /// its firing thread). The task resumes no earlier than `deadline` as read on ``clock``.
     ///
     /// - Parameters:
     ///   - deadline: The instant to wake at, on ``clock``.
     ///   - tolerance: How late the wake-up may be, to share wake-ups; `nil` means none.
     /// - Throws: `CancellationError` if the task is cancelled before or during the sleep (the
     ///   timer is then disarmed before this returns); ``TimerError/engineShutDown`` when the
-    ///   engine has stopped and cannot arm the timer.
+    ///   backend cannot arm the timer (an engine that was shut down).
     public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
-        if deadline <= self.clock.now() { return }
+        if deadline <= self.now { return }
         let leeway = max(tolerance ?? .zero, .zero)
-        let timer = SafeDispatchTimer(queue: nil, backend: .engine(self.engine), clock: self.clock)
+        let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: self.clock)
         let sleep = SleepState()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

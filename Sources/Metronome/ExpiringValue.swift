@@ -8,8 +8,8 @@
 /// generation finds the generation moved on and does nothing, so a stale timer can never
 /// expire a value that was touched after it was armed.
 ///
-/// `onExpiry` runs outside the lock, on the engine's firing thread: keep it short, or hand
-/// the work to a queue. It may touch or read this container (which will have expired).
+/// `onExpiry` runs outside the lock, where the backend fires (for an engine, its firing
+/// thread): keep it short, or hand the work to a queue. It may touch or read this container (which will have expired).
 ///
 /// ```swift
 /// let session = ExpiringValue(Session(user: id), lifetime: .seconds(30)) { session in
@@ -35,31 +35,59 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     /// How long the value lives after creation or its last ``touch()``.
     public let lifetime: Duration
 
-    /// The engine the expiry timers run on.
-    public let engine: TimerEngine
+    /// What the expiry timers run on.
+    public let backend: SafeDispatchTimer.Backend
+
+    /// The engine the expiry timers run on; `nil` when ``backend`` is not an engine.
+    public var engine: TimerEngine? {
+        self.backend.engine
+    }
 
     private let onExpiry: @Sendable (Value) -> Void
 
-    /// Stores `value` and starts its lifetime.
+    /// Stores `value` and starts its lifetime, with its expiry timer on `engine`.
     ///
     /// - Parameters:
     ///   - value: The value to keep.
     ///   - lifetime: How long the value lives without a ``touch()``; zero or negative
     ///     expires it at once (on the engine's thread).
-    ///   - engine: The engine that runs the expiry timer; the shared engine by default.
+    ///   - engine: The engine that runs the expiry timer.
     ///   - onExpiry: Called once with the value when it expires, outside the lock. Not
     ///     called after ``invalidate()``, nor when the container is released first.
     ///     On an engine that was shut down the timer cannot be armed and the value does
     ///     not expire by itself.
+    public convenience init(
+        _ value: Value,
+        lifetime: Duration,
+        engine: TimerEngine,
+        onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
+    ) {
+        self.init(value, lifetime: lifetime, backend: .engine(engine), onExpiry: onExpiry)
+    }
+
+    /// Stores `value` and starts its lifetime, with its expiry timer on `backend`.
+    ///
+    /// On `.custom(timeline)` (a `MetronomeTesting.ManualTimeline`) the value expires when
+    /// the timeline is advanced past its lifetime, on the advancing thread.
+    ///
+    /// - Parameters:
+    ///   - value: The value to keep.
+    ///   - lifetime: How long the value lives without a ``touch()``; zero or negative
+    ///     expires it at once (where the backend fires).
+    ///   - backend: What runs the expiry timer; the shared engine by default.
+    ///   - onExpiry: Called once with the value when it expires, outside the lock. Not
+    ///     called after ``invalidate()``, nor when the container is released first.
+    ///     When the backend cannot arm the timer (an engine that was shut down, a lifetime
+    ///     too long for `Int64` nanoseconds) the value does not expire by itself.
     public init(
         _ value: Value,
         lifetime: Duration,
-        engine: TimerEngine = .shared,
+        backend: SafeDispatchTimer.Backend = .engine(.shared),
         onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
         self.state = LockedBox(State(value: value))
         self.lifetime = lifetime
-        self.engine = engine
+        self.backend = backend
         self.onExpiry = onExpiry
         _ = self.rearm()
     }
@@ -101,7 +129,7 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
 
     /// Opens a new generation with its own timer, if the value is still there.
     private func rearm() -> Bool {
-        let timer = SafeDispatchTimer(queue: nil, backend: .engine(self.engine), clock: .monotonic)
+        let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: .monotonic)
         let (generation, previous) = self.state.withLockedValue { state -> (UInt64?, SafeDispatchTimer?) in
             guard state.value != nil else { return (nil, nil) }
             state.generation &+= 1
@@ -110,8 +138,7 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
         }
         guard let generation else { return false }
         previous?.cancel()
-        let deadline = TimerClock.monotonic.now().advanced(by: max(self.lifetime, .zero))
-        timer.schedule(at: deadline) { [weak self] _ in
+        timer.schedule(after: max(self.lifetime, .zero)) { [weak self] _ in
             self?.expire(generation: generation)
         }
         // A newer touch may have taken over before this timer was armed; it then could not

@@ -25,9 +25,10 @@
 ///
 /// States: `idle` → `running` (schedule) ⇄ `suspended` → `cancelled`; scheduling again
 /// from `cancelled` starts it again, and a one-shot that has fired is `idle` again. Once
-/// ``cancel()``, ``suspend()`` or ``reschedule(deadline:repeating:)`` returns, no handler
-/// for the old schedule starts; one already running finishes (``cancelAndWait()`` waits for
-/// it). See the `StateMachine` article for the full transition table.
+/// ``cancel()``, ``suspend()`` or a `reschedule` returns, no handler for the old schedule
+/// starts; one already running finishes (``cancelAndWait()`` and
+/// ``cancelAndAwaitHandlers()`` wait for it). See <doc:StateMachine> for the full
+/// transition table.
 public final class SafeDispatchTimer: Sendable {
     /// Where a timer is in its life.
     public enum State: Sendable, Hashable {
@@ -49,6 +50,22 @@ public final class SafeDispatchTimer: Sendable {
         case dispatch
         /// Any other backend, such as `MetronomeTesting.ManualTimeline` in tests.
         case custom(any TimerBackend)
+
+        /// The engine, when this backend is one; `nil` for GCD and custom backends.
+        public var engine: TimerEngine? {
+            guard case .engine(let engine) = self else { return nil }
+            return engine
+        }
+
+        /// The current time on `clock` as this backend measures it: virtual time for a test
+        /// double, the real clock otherwise.
+        ///
+        /// - Parameter clock: The clock to read.
+        /// - Returns: The current instant on `clock`.
+        public func now(on clock: TimerClock) -> TimerInstant {
+            guard case .custom(let backend) = self else { return clock.now() }
+            return TimerInstant(nanoseconds: backend.now(clock))
+        }
 
         var resolved: TimerCore.Firing {
             switch self {
@@ -82,6 +99,23 @@ public final class SafeDispatchTimer: Sendable {
     /// The timer's state now.
     public var state: State {
         self.core.state
+    }
+
+    /// What fires the timer.
+    public var backend: Backend {
+        self.core.firing
+    }
+
+    /// The clock the timer's deadlines are measured on.
+    public var clock: TimerClock {
+        self.core.clock
+    }
+
+    /// The current schedule while the timer is running or suspended, otherwise `nil`.
+    ///
+    /// For a suspended timer, the schedule it follows once resumed.
+    public var currentSchedule: TimerSchedule? {
+        self.core.schedule
     }
 
     /// Fires `handler` every `interval` seconds, starting `interval` from now.
@@ -144,6 +178,39 @@ public final class SafeDispatchTimer: Sendable {
         return self.core.schedule(schedule, handler: handler)
     }
 
+    /// Fires `handler` after `delay` and then every `period`, each firing allowed to be up
+    /// to `leeway` late so that wake-ups can be shared.
+    ///
+    /// The `Duration` form of ``schedule(deadline:repeating:leeway:handler:)``: the first
+    /// deadline is `delay` from now on the timer's own clock (as its backend reads it, so
+    /// virtual time works the same way), and later ones are `first + k · period`. A
+    /// `leeway` longer than `period` is clamped to it.
+    ///
+    /// ```swift
+    /// timer.schedule(after: .seconds(1), every: .milliseconds(100), leeway: .milliseconds(5)) { tick in
+    ///     refresh(missed: tick.missed)
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - delay: How long from now the first firing is; zero fires as soon as possible.
+    ///   - period: The distance between firings, or `nil` for a one-shot.
+    ///   - leeway: How late each firing may be.
+    ///   - handler: Runs once per firing with what the firing stands for.
+    /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or for a
+    ///   negative delay or leeway, a period that is not positive, or a deadline, period or
+    ///   leeway that does not fit in `Int64` nanoseconds.
+    @discardableResult
+    public func schedule(
+        after delay: Duration,
+        every period: Duration? = nil,
+        leeway: Duration = .zero,
+        handler: @escaping @Sendable (Tick) -> Void
+    ) -> Bool {
+        guard let schedule = self.core.schedule(after: delay, every: period, leeway: leeway) else { return false }
+        return self.core.schedule(schedule, handler: handler)
+    }
+
     /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.
     ///
     /// A suspended timer stays suspended and follows the new schedule once resumed.
@@ -152,6 +219,40 @@ public final class SafeDispatchTimer: Sendable {
     @discardableResult
     public func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval = .never) -> Bool {
         self.core.reschedule(deadline: deadline, repeating: repeating)
+    }
+
+    /// Moves a running or suspended timer to fire `delay` from now and then every `period`,
+    /// keeping its handler and leeway.
+    ///
+    /// Once this returns, no handler for the old schedule starts. A suspended timer stays
+    /// suspended and follows the new schedule once resumed (its periods that passed
+    /// meanwhile skipped).
+    ///
+    /// - Parameters:
+    ///   - delay: How long from now the next firing is.
+    ///   - period: The distance between firings, or `nil` for a one-shot.
+    /// - Returns: `false`, doing nothing, for an idle or cancelled timer, a negative delay,
+    ///   a period that is not positive, or values that do not fit in `Int64` nanoseconds.
+    @discardableResult
+    public func reschedule(after delay: Duration, every period: Duration? = nil) -> Bool {
+        self.core.reschedule(after: delay, every: period)
+    }
+
+    /// Moves a running or suspended timer to fire at `deadline` on its own clock and then
+    /// every `period`, keeping its handler and leeway.
+    ///
+    /// Once this returns, no handler for the old schedule starts. A suspended timer stays
+    /// suspended and follows the new schedule once resumed.
+    ///
+    /// - Parameters:
+    ///   - deadline: The next deadline, on the timer's clock.
+    ///   - period: The distance between firings, or `nil` for a one-shot.
+    /// - Returns: `false`, doing nothing, for an idle or cancelled timer, a negative
+    ///   deadline, a period that is not positive, or values that do not fit in `Int64`
+    ///   nanoseconds.
+    @discardableResult
+    public func reschedule(at deadline: TimerInstant, every period: Duration? = nil) -> Bool {
+        self.core.reschedule(at: deadline.nanoseconds, every: period)
     }
 
     /// Pauses a running timer.
@@ -182,9 +283,27 @@ public final class SafeDispatchTimer: Sendable {
 
     /// Cancels the timer and returns once no handler of it is running.
     ///
-    /// From inside the timer's own handler it cancels and returns at once. Do not call it
-    /// while holding a lock that the handler takes.
+    /// The calling thread blocks while a handler runs. From inside the timer's own handler
+    /// it cancels and returns at once. Do not call it while holding a lock that the handler
+    /// takes. In `async` code use ``cancelAndAwaitHandlers()``, which suspends instead.
+    @available(*, noasync, message: "Use `await cancelAndAwaitHandlers()`: it suspends instead of blocking a thread")
     public func cancelAndWait() {
         self.core.cancelAndWait()
+    }
+
+    /// Cancels the timer and suspends the calling task until no handler of it is running.
+    ///
+    /// The `async` form of ``cancelAndWait()``: no thread is blocked while a handler runs;
+    /// the handler that finishes last resumes the task. Once this returns, no handler of
+    /// the timer runs until it is scheduled again. Cancelling the calling task does not cut
+    /// the wait short: a handler cannot be interrupted, and returning before it finished
+    /// would break the guarantee.
+    ///
+    /// ```swift
+    /// await timer.cancelAndAwaitHandlers()
+    /// connection.close()   // no handler of `timer` is using it any more
+    /// ```
+    public func cancelAndAwaitHandlers() async {
+        await self.core.cancelAndAwaitHandlers()
     }
 }

@@ -33,3 +33,17 @@ public struct Tick: Sendable, Hashable {
         self.scheduled.duration(to: self.fired)
     }
 }
+
+extension Tick: CustomStringConvertible, CustomDebugStringConvertible {
+    /// The sequence, deadline, lateness and missed periods, such as
+    /// `tick #3 at 3000000 ns, 0.000012 seconds late, 0 missed`.
+    public var description: String {
+        "tick #\(self.sequence) at \(self.scheduled), \(self.lateness) late, \(self.missed) missed"
+    }
+
+    /// Every field, such as
+    /// `Tick(sequence: 3, scheduled: 3000000 ns, fired: 3012000 ns, missed: 0)`.
+    public var debugDescription: String {
+        "Tick(sequence: \(self.sequence), scheduled: \(self.scheduled), fired: \(self.fired), missed: \(self.missed))"
+    }
+}

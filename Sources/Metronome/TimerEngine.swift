@@ -122,9 +122,8 @@ public final class TimerEngine: Sendable {
     /// Starts an engine and its firing thread.
     ///
     /// - Parameter configuration: How the firing thread runs.
-    /// - Throws: ``TimerError`` with `EINVAL`, naming the setting and its range, for a
-    ///   priority outside 1...99, a CPU outside the machine, a spin window outside
-    ///   0...``Configuration/maximumSpinWindow`` or a late threshold that is not positive;
+    /// - Throws: ``TimerError`` with `EINVAL` for a configuration that
+    ///   ``Configuration/validate()`` refuses, naming the setting and its range;
     ///   `EMFILE`/`ENFILE` when descriptors run out (an engine needs six).
     ///   The corresponding C function is `mtr_engine_create`.
     public init(configuration: Configuration = Configuration()) throws(TimerError) {
@@ -138,19 +137,15 @@ public final class TimerEngine: Sendable {
     }
 
     private static func start(_ configuration: Configuration) throws(TimerError) -> OpaquePointer? {
+        try configuration.validate()
         var config = mtr_engine_config()
         mtr_engine_config_init(&config)
         config.on_fire = engineFire
         config.on_release = engineRelease
         config.spin_ns = configuration.spinWindow.saturatingNanoseconds
         config.late_threshold_ns = configuration.lateThreshold.saturatingNanoseconds
-        // 0 would mean "none" to the core; out of range here, as `nil` is the way to say it.
-        config.realtime_priority = configuration.realtimePriority.map { $0 > 0 ? CInt(clamping: $0) : -1 } ?? 0
+        config.realtime_priority = CInt(clamping: configuration.realtimePriority ?? 0)
         config.cpu = CInt(clamping: configuration.cpu ?? -1)
-        var setting = mtr_engine_setting.MTR_SETTING_NONE
-        if mtr_engine_config_check(&config, &setting) != 0 || configuration.lateThreshold <= .zero {
-            throw TimerError(code: EINVAL, operation: Self.refusal(of: setting, in: configuration))
-        }
         var engine: OpaquePointer?
         let code = (configuration.name ?? "").withCString { name in
             config.name = configuration.name == nil ? nil : name
@@ -158,20 +153,6 @@ public final class TimerEngine: Sendable {
         }
         try coreCall("mtr_engine_create") { code }
         return engine
-    }
-
-    /// Names the setting that `mtr_engine_config_check` refused, and its range.
-    private static func refusal(of setting: mtr_engine_setting, in configuration: Configuration) -> String {
-        switch setting {
-        case .MTR_SETTING_REALTIME_PRIORITY:
-            "realtimePriority \(configuration.realtimePriority ?? 0) is outside 1...\(MTR_REALTIME_PRIORITY_MAX)"
-        case .MTR_SETTING_CPU:
-            "cpu \(configuration.cpu ?? -1) is outside 0..<\(sysconf(Int32(_SC_NPROCESSORS_CONF)))"
-        case .MTR_SETTING_SPIN:
-            "spinWindow \(configuration.spinWindow) is outside 0...\(Configuration.maximumSpinWindow)"
-        case .MTR_SETTING_LATE_THRESHOLD, .MTR_SETTING_NONE, .MTR_SETTING_ON_FIRE:
-            "lateThreshold \(configuration.lateThreshold) is not positive"
-        }
     }
 
     /// Created before a fork, seen from the child: dead here.

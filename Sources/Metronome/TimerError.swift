@@ -12,10 +12,26 @@ public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The C function that failed, such as `mtr_engine_create`.
     public var operation: String
 
+    /// The setting a configuration check refused, such as `realtimePriority`; `nil` when
+    /// the error did not come from one.
+    public var setting: String?
+
+    /// Why the setting was refused, naming the allowed range, such as
+    /// `must be nil or in 1...99, not 0`; `nil` when ``setting`` is.
+    public var reason: String?
+
     /// Creates an error from an `errno` value and the operation that returned it.
-    public init(code: CInt, operation: String) {
+    ///
+    /// - Parameters:
+    ///   - code: The `errno` value.
+    ///   - operation: The C function that failed.
+    ///   - setting: The refused setting, for an error from a configuration check.
+    ///   - reason: Why the setting was refused, naming the allowed range.
+    public init(code: CInt, operation: String, setting: String? = nil, reason: String? = nil) {
         self.code = code
         self.operation = operation
+        self.setting = setting
+        self.reason = reason
     }
 
     /// An argument was out of range. The corresponding C error is `EINVAL`.
@@ -32,8 +48,12 @@ public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible {
         (value as? TimerError)?.code == pattern.code
     }
 
+    /// The operation, the refused setting and why when there is one, and the system's
+    /// message for ``code``, such as `mtr_engine_create: realtimePriority must be nil or in
+    /// 1...99, not 0: Invalid argument (errno 22)`.
     public var description: String {
-        "\(self.operation): \(String(cString: strerror(self.code))) (errno \(self.code))"
+        let refusal = self.setting.map { setting in " \(setting) \(self.reason ?? "is invalid"):" } ?? ""
+        return "\(self.operation):\(refusal) \(String(cString: strerror(self.code))) (errno \(self.code))"
     }
 }
 

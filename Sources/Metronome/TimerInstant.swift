@@ -34,6 +34,15 @@ extension Int64 {
 }
 
 extension Duration {
+    /// This duration in whole nanoseconds, or `nil` when that does not fit in `Int64`.
+    package var representableNanoseconds: Int64? {
+        let (seconds, attoseconds) = self.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return nil }
+        let (nanoseconds, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return sumOverflow ? nil : nanoseconds
+    }
+
     /// This duration in whole nanoseconds, clamped to `Int64`'s range.
     package var saturatingNanoseconds: Int64 {
         let (seconds, attoseconds) = self.components

@@ -88,3 +88,11 @@ public struct TimerSchedule: Hashable, Sendable {
         return resumed
     }
 }
+
+extension TimerSchedule: CustomStringConvertible {
+    /// The deadline, period and leeway, such as `at 5000000 ns every 1000000 ns, leeway 0 ns`.
+    public var description: String {
+        let period = self.periodNanoseconds.map { " every \($0) ns" } ?? ""
+        return "at \(self.deadlineNanoseconds) ns\(period), leeway \(self.leewayNanoseconds) ns"
+    }
+}

@@ -27,8 +27,8 @@ public protocol TimerSchedulerDelegate: AnyObject, Sendable {
 /// never both; cancelling a timer that already finished, or cancelling twice, does nothing.
 ///
 /// Events are delivered on a serial queue in the order they were decided, so the events of
-/// one id always arrive in order. The timers fire on the engine's thread; only the delivery
-/// goes through the queue.
+/// one id always arrive in order. The timers fire where the backend fires (for an engine,
+/// its thread); only the delivery goes through the queue.
 ///
 /// ```swift
 /// let scheduler = TimerScheduler()
@@ -97,8 +97,13 @@ public final class TimerScheduler: Sendable {
     private let delivery: DispatchQueue
     private let continuation: AsyncStream<Event>.Continuation
 
-    /// The engine the timers run on.
-    public let engine: TimerEngine
+    /// What the timers run on.
+    public let backend: SafeDispatchTimer.Backend
+
+    /// The engine the timers run on; `nil` when ``backend`` is not an engine.
+    public var engine: TimerEngine? {
+        self.backend.engine
+    }
 
     /// Every event, in the order decided.
     ///
@@ -106,14 +111,27 @@ public final class TimerScheduler: Sendable {
     /// (an `AsyncStream` has one consumer). It finishes when the scheduler is released.
     public let events: AsyncStream<Event>
 
-    /// Creates a scheduler with no timers.
+    /// Creates a scheduler with no timers, on `engine`.
     ///
     /// - Parameters:
-    ///   - engine: The engine the timers run on; the shared engine by default.
+    ///   - engine: The engine the timers run on.
     ///   - queue: Where the delegate is called and events are yielded, through a private
     ///     serial queue targeting it; `nil` uses a private serial queue only.
-    public init(engine: TimerEngine = .shared, queue: DispatchQueue? = nil) {
-        self.engine = engine
+    public convenience init(engine: TimerEngine, queue: DispatchQueue? = nil) {
+        self.init(backend: .engine(engine), queue: queue)
+    }
+
+    /// Creates a scheduler with no timers, on `backend`.
+    ///
+    /// On `.custom(timeline)` (a `MetronomeTesting.ManualTimeline`) the timers fire as the
+    /// timeline is advanced; their events are still delivered through the queue.
+    ///
+    /// - Parameters:
+    ///   - backend: What the timers run on; the shared engine by default.
+    ///   - queue: Where the delegate is called and events are yielded, through a private
+    ///     serial queue targeting it; `nil` uses a private serial queue only.
+    public init(backend: SafeDispatchTimer.Backend = .engine(.shared), queue: DispatchQueue? = nil) {
+        self.backend = backend
         self.delivery = DispatchQueue(label: "Metronome.TimerScheduler", target: queue)
         (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
@@ -144,11 +162,12 @@ public final class TimerScheduler: Sendable {
     /// - Parameters:
     ///   - delay: How long from now the first firing is; zero or negative fires at once.
     ///   - repeating: The period of a repeating timer, or `nil` for a one-shot.
-    /// - Returns: The timer's id. When the timer cannot be armed (a non-positive period, an
-    ///   engine that was shut down) a ``Event/cancelled(_:)`` for it follows at once.
+    /// - Returns: The timer's id. When the timer cannot be armed (a non-positive period, a
+    ///   delay or period too long for `Int64` nanoseconds, an engine that was shut down) a
+    ///   ``Event/cancelled(_:)`` for it follows at once.
     @discardableResult
     public func schedule(after delay: Duration, repeating: Duration? = nil) -> TimerID {
-        let timer = SafeDispatchTimer(queue: nil, backend: .engine(self.engine), clock: .monotonic)
+        let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: .monotonic)
         // Registered before arming, so a firing can never miss its entry.
         let id = self.state.withLockedValue { state -> TimerID in
             let id = TimerID(rawValue: state.nextID)
@@ -156,8 +175,7 @@ public final class TimerScheduler: Sendable {
             state.timers[id] = Entry(timer: timer, repeating: repeating != nil)
             return id
         }
-        let deadline = TimerClock.monotonic.now().advanced(by: max(delay, .zero))
-        let armed = timer.schedule(at: deadline, every: repeating) { [weak self] _ in
+        let armed = timer.schedule(after: max(delay, .zero), every: repeating) { [weak self] _ in
             self?.fired(id)
         }
         if !armed {

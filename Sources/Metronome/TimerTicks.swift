@@ -1,14 +1,8 @@
 extension TimerEngine {
     /// Ticks every `interval` on this engine, as an `AsyncSequence`.
     ///
-    /// Each iterator arms its own repeating timer when it is created; deadlines are
-    /// `start + k · interval` with the first one `interval` from then, so lateness never
-    /// accumulates. A consumer slower than the timer is not flooded: an undelivered tick is
-    /// merged with the next one, whose ``Tick/missed`` then counts every period the consumer
-    /// did not see.
-    ///
-    /// Leaving the loop (`break`, `return`, a thrown error, the iterator's release) or
-    /// cancelling the consuming task disarms the timer.
+    /// The same as `SafeDispatchTimer.Backend.engine(self).ticks(every:leeway:clock:)`;
+    /// see ``SafeDispatchTimer/Backend/ticks(every:leeway:clock:)``.
     ///
     /// ```swift
     /// for await tick in TimerEngine.shared.ticks(every: .milliseconds(1)) {
@@ -25,13 +19,46 @@ extension TimerEngine {
     public func ticks(every interval: Duration, leeway: Duration = .zero, clock: TimerClock = .monotonic)
         -> TimerTicks
     {
-        TimerTicks(engine: self, interval: interval, leeway: leeway, clock: clock)
+        SafeDispatchTimer.Backend.engine(self).ticks(every: interval, leeway: leeway, clock: clock)
     }
 }
 
-/// The ticks of a repeating engine timer, with missed periods merged rather than queued.
+extension SafeDispatchTimer.Backend {
+    /// Ticks every `interval` on this backend, as an `AsyncSequence`.
+    ///
+    /// Each iterator arms its own repeating timer when it is created; deadlines are
+    /// `start + k · interval` with the first one `interval` from then, so lateness never
+    /// accumulates. A consumer slower than the timer is not flooded: an undelivered tick is
+    /// merged with the next one, whose ``Tick/missed`` then counts every period the consumer
+    /// did not see.
+    ///
+    /// Leaving the loop (`break`, `return`, a thrown error, the iterator's release) or
+    /// cancelling the consuming task disarms the timer. On `.custom(timeline)` (a
+    /// `MetronomeTesting.ManualTimeline`) the ticks come as the timeline is advanced.
+    ///
+    /// ```swift
+    /// let backend = SafeDispatchTimer.Backend.engine(.shared)
+    /// for await tick in backend.ticks(every: .seconds(1)) {
+    ///     report(tick)
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - interval: The period; a non-positive one produces an empty sequence.
+    ///   - leeway: How late each firing may be, to share wake-ups.
+    ///   - clock: The clock the deadlines are measured on.
+    /// - Returns: A sequence of ticks, one iteration per iterator.
+    public func ticks(every interval: Duration, leeway: Duration = .zero, clock: TimerClock = .monotonic)
+        -> TimerTicks
+    {
+        TimerTicks(backend: self, interval: interval, leeway: leeway, clock: clock)
+    }
+}
+
+/// The ticks of a repeating timer, with missed periods merged rather than queued.
 ///
-/// Made by ``TimerEngine/ticks(every:leeway:clock:)``. Every iterator has its own timer,
+/// Made by ``SafeDispatchTimer/Backend/ticks(every:leeway:clock:)`` or
+/// ``TimerEngine/ticks(every:leeway:clock:)``. Every iterator has its own timer,
 /// armed when the iterator is made and disarmed when iteration ends.
 ///
 /// As everywhere, ``Tick/missed`` counts the periods skipped *before* a tick, since the
@@ -55,8 +82,14 @@ public struct TimerTicks: AsyncSequence, Sendable {
     /// The sequence never throws.
     public typealias Failure = Never
 
-    /// The engine the timers are armed on.
-    public let engine: TimerEngine
+    /// What the timers are armed on.
+    public let backend: SafeDispatchTimer.Backend
+
+    /// The engine the timers are armed on; `nil` when ``backend`` is not an engine.
+    public var engine: TimerEngine? {
+        self.backend.engine
+    }
+
     /// The period.
     public let interval: Duration
     /// How late each firing may be.
@@ -64,8 +97,8 @@ public struct TimerTicks: AsyncSequence, Sendable {
     /// The clock the deadlines are measured on.
     public let clock: TimerClock
 
-    init(engine: TimerEngine, interval: Duration, leeway: Duration, clock: TimerClock) {
-        self.engine = engine
+    init(backend: SafeDispatchTimer.Backend, interval: Duration, leeway: Duration, clock: TimerClock) {
+        self.backend = backend
         self.interval = interval
         self.leeway = leeway
         self.clock = clock
@@ -73,8 +106,8 @@ public struct TimerTicks: AsyncSequence, Sendable {
 
     /// Arms a new timer, first deadline ``interval`` from now, and returns its iterator.
     public func makeAsyncIterator() -> Iterator {
-        let storage = TickStorage(engine: self.engine, clock: self.clock)
-        storage.start(interval: self.interval, leeway: self.leeway, clock: self.clock)
+        let storage = TickStorage(backend: self.backend, clock: self.clock)
+        storage.start(interval: self.interval, leeway: self.leeway)
         return Iterator(storage: storage)
     }
 
@@ -90,13 +123,13 @@ public struct TimerTicks: AsyncSequence, Sendable {
         }
 
         /// The next tick, waiting for it if needed; `nil` once the task is cancelled or the
-        /// engine stopped.
+        /// backend could not arm the timer (an engine that was shut down).
         public mutating func next() async -> Tick? {
             await self.storage.next()
         }
 
         /// The next tick, waiting for it if needed; `nil` once the task is cancelled or the
-        /// engine stopped.
+        /// backend could not arm the timer (an engine that was shut down).
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Tick? {
             await self.storage.next()
         }
@@ -118,23 +151,22 @@ final class TickStorage: Sendable {
     private let state = LockedBox(State())
     private let timer: SafeDispatchTimer
 
-    init(engine: TimerEngine, clock: TimerClock) {
-        self.timer = SafeDispatchTimer(queue: nil, backend: .engine(engine), clock: clock)
+    init(backend: SafeDispatchTimer.Backend, clock: TimerClock) {
+        self.timer = SafeDispatchTimer(queue: nil, backend: backend, clock: clock)
     }
 
     deinit {
         self.timer.cancel()
     }
 
-    func start(interval: Duration, leeway: Duration, clock: TimerClock) {
-        let first = clock.now().advanced(by: interval)
-        let armed =
-            interval > .zero
-            && self.timer.schedule(at: first, every: interval, leeway: max(leeway, .zero)) { [weak self] tick in
-                // Resume after the strong reference is gone, so that a consumer who breaks
-                // out at once releases the last reference itself and disarms synchronously.
-                if let (waiter, tick) = self?.take(tick) { waiter.resume(returning: tick) }
-            }
+    func start(interval: Duration, leeway: Duration) {
+        // A non-positive interval is refused here, which finishes the sequence.
+        let armed = self.timer.schedule(after: interval, every: interval, leeway: max(leeway, .zero)) {
+            [weak self] tick in
+            // Resume after the strong reference is gone, so that a consumer who breaks out
+            // at once releases the last reference itself and disarms synchronously.
+            if let (waiter, tick) = self?.take(tick) { waiter.resume(returning: tick) }
+        }
         if !armed { self.finish() }
     }
 

@@ -26,10 +26,25 @@ public final class ManualTimeline: TimerBackend, Sendable {
         let fire: @Sendable (Tick) -> Void
     }
 
+    /// A task waiting in ``waitForArmedTimers(_:)``.
+    private struct ArmedWaiter {
+        let count: Int
+        let continuation: CheckedContinuation<Void, Never>
+    }
+
     private struct Storage {
         var now: Int64
         var entries: [UInt64: Entry] = [:]
         var nextOrder: UInt64 = 0
+        var armedWaiters: [ArmedWaiter] = []
+
+        /// Removes and returns the waiters whose count is reached.
+        mutating func takeSatisfiedWaiters() -> [CheckedContinuation<Void, Never>] {
+            let armed = self.entries.count
+            let satisfied = self.armedWaiters.filter { $0.count <= armed }.map(\.continuation)
+            self.armedWaiters.removeAll { $0.count <= armed }
+            return satisfied
+        }
 
         /// The next entry due at or before `limit`, earliest deadline first, then arm order.
         func nextDue(before limit: Int64) -> (key: UInt64, value: Entry)? {
@@ -66,7 +81,7 @@ public final class ManualTimeline: TimerBackend, Sendable {
         queue: DispatchQueue?,
         fire: @escaping @Sendable (Tick) -> Void
     ) -> (any ArmedTimer)? {
-        let key = self.storage.withLockedValue { storage in
+        let (key, satisfied) = self.storage.withLockedValue { storage in
             let key = storage.nextOrder
             storage.nextOrder += 1
             storage.entries[key] = Entry(
@@ -76,9 +91,36 @@ public final class ManualTimeline: TimerBackend, Sendable {
                 order: key,
                 fire: fire
             )
-            return key
+            return (key, storage.takeSatisfiedWaiters())
         }
+        satisfied.forEach { $0.resume() }
         return Armed(timeline: self, key: key)
+    }
+
+    /// Suspends until at least `count` timers are armed on the timeline.
+    ///
+    /// Code under test that sleeps or waits in another task arms its timer some time after
+    /// the task starts; waiting for the arming, rather than yielding a number of times,
+    /// makes the next ``advance(by:)`` certain to reach it.
+    ///
+    /// ```swift
+    /// let sleeper = Task { try await Task.sleep(for: .seconds(5), clock: timeline.clock) }
+    /// await timeline.waitForArmedTimers(1)
+    /// timeline.advance(by: .seconds(5))
+    /// ```
+    ///
+    /// Cancelling the waiting task does not end the wait.
+    ///
+    /// - Parameter count: The number of armed timers to wait for.
+    public func waitForArmedTimers(_ count: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let reached = self.storage.withLockedValue { storage in
+                guard storage.entries.count < count else { return true }
+                storage.armedWaiters.append(ArmedWaiter(count: count, continuation: continuation))
+                return false
+            }
+            if reached { continuation.resume() }
+        }
     }
 
     /// Moves time forward by `duration`, firing every timer that falls due on the way.

@@ -439,7 +439,14 @@ struct SafeDispatchTimerBehaviourTests {
 
     /// Every public call that can change the state.
     enum Call: String, CaseIterable, Sendable {
-        case scheduleInterval, scheduleDeadline, scheduleAt, reschedule, suspend, resume, cancel, cancelAndWait
+        case scheduleInterval, scheduleDeadline, scheduleAt, scheduleAfter
+        case reschedule, rescheduleAfter, rescheduleAt
+        case suspend, resume, cancel, cancelAndWait, cancelAndAwaitHandlers
+
+        /// The calls that move the current schedule, keeping the original handler.
+        var isReschedule: Bool {
+            [.reschedule, .rescheduleAfter, .rescheduleAt].contains(self)
+        }
 
         /// What StateMachine.md says: the return value (`nil` for `cancelAndWait`), the
         /// new state, and whether the call's new near deadline should fire.
@@ -447,16 +454,17 @@ struct SafeDispatchTimerBehaviourTests {
             switch (self, start) {
             case (.scheduleInterval, .idle), (.scheduleInterval, .cancelled),
                 (.scheduleDeadline, .idle), (.scheduleDeadline, .cancelled),
-                (.scheduleAt, .idle), (.scheduleAt, .cancelled):
+                (.scheduleAt, .idle), (.scheduleAt, .cancelled),
+                (.scheduleAfter, .idle), (.scheduleAfter, .cancelled):
                 // The one-shot forms fire once and end idle; the interval form repeats.
                 return (true, self == .scheduleInterval ? .running : .idle, true)
-            case (.scheduleInterval, _), (.scheduleDeadline, _), (.scheduleAt, _):
+            case (.scheduleInterval, _), (.scheduleDeadline, _), (.scheduleAt, _), (.scheduleAfter, _):
                 return (false, start, false)
-            case (.reschedule, .running):
+            case (.reschedule, .running), (.rescheduleAfter, .running), (.rescheduleAt, .running):
                 return (true, .idle, true)
-            case (.reschedule, .suspended):
+            case (.reschedule, .suspended), (.rescheduleAfter, .suspended), (.rescheduleAt, .suspended):
                 return (true, .suspended, false)
-            case (.reschedule, _):
+            case (.reschedule, _), (.rescheduleAfter, _), (.rescheduleAt, _):
                 return (false, start, false)
             case (.suspend, .running):
                 return (true, .suspended, false)
@@ -470,9 +478,10 @@ struct SafeDispatchTimerBehaviourTests {
                 return (true, .cancelled, false)
             case (.cancel, _):
                 return (false, start, false)
-            case (.cancelAndWait, .running), (.cancelAndWait, .suspended):
+            case (.cancelAndWait, .running), (.cancelAndWait, .suspended),
+                (.cancelAndAwaitHandlers, .running), (.cancelAndAwaitHandlers, .suspended):
                 return (nil, .cancelled, false)
-            case (.cancelAndWait, _):
+            case (.cancelAndWait, _), (.cancelAndAwaitHandlers, _):
                 return (nil, start, false)
             }
         }
@@ -482,7 +491,7 @@ struct SafeDispatchTimerBehaviourTests {
     /// match StateMachine.md, and a rejected call changes nothing (its near deadline never
     /// fires, the old far one stays). All calls of one start state run side by side.
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases, Start.allCases)
-    func everyCallInEveryStateMatchesTheTable(kind: HarnessKind, start: Start) throws {
+    func everyCallInEveryStateMatchesTheTable(kind: HarnessKind, start: Start) async throws {
         let harness = try kind.make()
         defer { harness.tearDown() }
         let near = Self.period
@@ -532,8 +541,14 @@ struct SafeDispatchTimerBehaviourTests {
                 returned = row.timer.schedule(deadline: nearDeadline, handler: row.replacement.handler)
             case .scheduleAt:
                 returned = row.timer.schedule(at: harness.now.advanced(by: near), handler: row.replacement.handler)
+            case .scheduleAfter:
+                returned = row.timer.schedule(after: near, handler: row.replacement.handler)
             case .reschedule:
                 returned = row.timer.reschedule(deadline: nearDeadline)
+            case .rescheduleAfter:
+                returned = row.timer.reschedule(after: near)
+            case .rescheduleAt:
+                returned = row.timer.reschedule(at: harness.now.advanced(by: near))
             case .suspend:
                 returned = row.timer.suspend()
             case .resume:
@@ -541,7 +556,10 @@ struct SafeDispatchTimerBehaviourTests {
             case .cancel:
                 returned = row.timer.cancel()
             case .cancelAndWait:
-                row.timer.cancelAndWait()
+                Self.cancelAndWait(row.timer)
+                returned = nil
+            case .cancelAndAwaitHandlers:
+                await row.timer.cancelAndAwaitHandlers()
                 returned = nil
             }
             #expect(returned == expected.returns, "\(start) → \(row.call) returned \(String(describing: returned))")
@@ -556,7 +574,7 @@ struct SafeDispatchTimerBehaviourTests {
         let firingRows = firing.map { rows[$0] }
         let arrived = harness.wait(for: shared) {
             firingRows.allSatisfy { row in
-                row.call == .reschedule ? row.original.count > row.originalBefore : row.replacement.count >= 1
+                row.call.isReschedule ? row.original.count > row.originalBefore : row.replacement.count >= 1
             }
         }
         #expect(arrived, "not every accepted call fired")
@@ -567,8 +585,8 @@ struct SafeDispatchTimerBehaviourTests {
             let newFires = row.replacement.count
             let oldFires = row.original.count - row.originalBefore
             switch (row.call, expected.fires) {
-            case (.reschedule, true):
-                #expect(oldFires == 1, "\(start) → reschedule: the moved deadline fired \(oldFires) times")
+            case (let call, true) where call.isReschedule:
+                #expect(oldFires == 1, "\(start) → \(call): the moved deadline fired \(oldFires) times")
             case (.scheduleInterval, true):
                 #expect(newFires >= 1, "\(start) → \(row.call) never fired")
             case (_, true):
@@ -587,6 +605,11 @@ struct SafeDispatchTimerBehaviourTests {
     }
 
     // MARK: Helpers
+
+    /// The blocking call, from a synchronous context as its `noasync` mark asks.
+    static func cancelAndWait(_ timer: SafeDispatchTimer) {
+        timer.cancelAndWait()
+    }
 
     /// Ticks of one schedule: `scheduled == start + sequence · period`, sequences advance by
     /// `missed + 1`, and nothing is early. In virtual time: 0, 1, 2, … exactly, on time.

@@ -7,6 +7,14 @@ enum DispatchConversions {
     enum Interval: Equatable {
         case nanoseconds(Int64)
         case never
+
+        /// The period of a timer: `nil` for `.never`, which means a one-shot.
+        var nanoseconds: Int64? {
+            switch self {
+            case .nanoseconds(let nanoseconds): nanoseconds
+            case .never: nil
+            }
+        }
     }
 
     static func interval(_ interval: DispatchTimeInterval) -> Interval? {

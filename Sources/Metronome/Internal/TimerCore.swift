@@ -50,6 +50,8 @@ final class TimerCore: Sendable {
         var handlersRunning = 0
         /// Callers of `cancelAndWait` waiting for handlers: a firing broadcasts only then.
         var waiters = 0
+        /// Tasks suspended in `cancelAndAwaitHandlers`, resumed when no handler runs.
+        var suspendedWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let storage = LockedBox(Storage())
@@ -58,7 +60,7 @@ final class TimerCore: Sendable {
     // payload through value witnesses, on every transition.
     private let engine: TimerEngine?
     private let backend: (any TimerBackend)?
-    private let clock: TimerClock
+    let clock: TimerClock
 
     init(queue: DispatchQueue?, firing: Firing, clock: TimerClock) {
         self.queue = queue
@@ -67,6 +69,23 @@ final class TimerCore: Sendable {
         case .backend(let backend): (self.engine, self.backend) = (nil, backend)
         }
         self.clock = clock
+    }
+
+    /// The backend this core fires on, as the caller named it.
+    var firing: SafeDispatchTimer.Backend {
+        if let engine = self.engine { return .engine(engine) }
+        guard let backend = self.backend, !(backend is DispatchBackend) else { return .dispatch }
+        return .custom(backend)
+    }
+
+    /// The schedule of a running or suspended timer, otherwise `nil`.
+    var schedule: TimerSchedule? {
+        self.storage.withLockedValue { storage in
+            switch storage.machine.state {
+            case .running(let schedule, _), .suspended(let schedule, _): schedule
+            case .idle, .cancelled: nil
+            }
+        }
     }
 
     var state: SafeDispatchTimer.State {
@@ -95,23 +114,21 @@ final class TimerCore: Sendable {
         guard case .nanoseconds(let leeway)? = DispatchConversions.interval(leeway),
             let period = DispatchConversions.interval(repeating)
         else { return nil }
-        return self.schedule(deadline: deadline, period: period, leeway: leeway)
+        return Self.schedule(start: self.nanoseconds(of: deadline), period: period.nanoseconds, leeway: leeway)
     }
 
-    private func schedule(deadline: DispatchTime, period: DispatchConversions.Interval, leeway: Int64)
-        -> TimerSchedule?
-    {
-        let periodNanoseconds: Int64? =
-            switch period {
-            case .nanoseconds(let nanoseconds): nanoseconds
-            case .never: nil
-            }
+    /// A `DispatchTime` on this timer's clock.
+    private func nanoseconds(of deadline: DispatchTime) -> Int64 {
+        DispatchConversions.deadline(deadline, on: self.clock, now: self.now)
+    }
+
+    private static func schedule(start: Int64, period: Int64?, leeway: Int64) -> TimerSchedule? {
         // `.distantFuture` means "never": keep the window representable.
-        let start = min(
-            DispatchConversions.deadline(deadline, on: self.clock, now: self.now),
-            .max - min(leeway, periodNanoseconds ?? leeway)
+        TimerSchedule(
+            deadlineNanoseconds: min(start, .max - min(leeway, period ?? leeway)),
+            periodNanoseconds: period,
+            leewayNanoseconds: leeway
         )
-        return TimerSchedule(deadlineNanoseconds: start, periodNanoseconds: periodNanoseconds, leewayNanoseconds: leeway)
     }
 
     func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) -> Bool {
@@ -130,15 +147,55 @@ final class TimerCore: Sendable {
 
     func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval) -> Bool {
         guard let period = DispatchConversions.interval(repeating) else { return false }
+        // Read outside the lock: a backend's clock may take a lock of its own.
+        let start = self.nanoseconds(of: deadline)
+        return self.reschedule { leeway in Self.schedule(start: start, period: period.nanoseconds, leeway: leeway) }
+    }
+
+    func schedule(after delay: Duration, every period: Duration?, leeway: Duration) -> TimerSchedule? {
+        guard let deadline = self.deadline(after: delay), let leeway = leeway.representableNanoseconds else {
+            return nil
+        }
+        return Self.schedule(at: deadline, every: period, leeway: leeway)
+    }
+
+    func reschedule(after delay: Duration, every period: Duration?) -> Bool {
+        guard let deadline = self.deadline(after: delay) else { return false }
+        return self.reschedule(at: deadline, every: period)
+    }
+
+    func reschedule(at deadline: Int64, every period: Duration?) -> Bool {
+        self.reschedule { leeway in Self.schedule(at: deadline, every: period, leeway: leeway) }
+    }
+
+    /// `delay` from now on this timer's clock; `nil` for a negative delay or a deadline
+    /// past `Int64` nanoseconds.
+    private func deadline(after delay: Duration) -> Int64? {
+        guard delay >= .zero, let delay = delay.representableNanoseconds else { return nil }
+        let (deadline, overflow) = self.now().addingReportingOverflow(delay)
+        return overflow ? nil : deadline
+    }
+
+    private static func schedule(at deadline: Int64, every period: Duration?, leeway: Int64) -> TimerSchedule? {
+        var periodNanoseconds: Int64?
+        if let period {
+            // A period too long for `Int64` is refused, not saturated into a different one.
+            guard let nanoseconds = period.representableNanoseconds else { return nil }
+            periodNanoseconds = nanoseconds
+        }
+        return TimerSchedule(deadlineNanoseconds: deadline, periodNanoseconds: periodNanoseconds, leewayNanoseconds: leeway)
+    }
+
+    /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
+    /// current leeway, under the lock; `nil` rejects the move.
+    func reschedule(_ makeSchedule: (_ leewayNanoseconds: Int64) -> TimerSchedule?) -> Bool {
         let (action, previous) = self.storage.withLockedValue { storage in
             let leeway: Int64
             switch storage.machine.state {
             case .running(let current, _), .suspended(let current, _): leeway = current.leewayNanoseconds
             case .idle, .cancelled: return (TimerStateMachine.RescheduleAction.reject, nil as Armed?)
             }
-            guard let schedule = self.schedule(deadline: deadline, period: period, leeway: leeway) else {
-                return (.reject, nil)
-            }
+            guard let schedule = makeSchedule(leeway) else { return (.reject, nil) }
             let action = storage.machine.reschedule(schedule)
             guard case .arm = action else { return (action, nil) }
             return (action, storage.armed.take())
@@ -190,6 +247,18 @@ final class TimerCore: Sendable {
         self.storage.withLockedValue { $0.waiters += 1 }
         self.storage.wait { $0.handlersRunning == 0 }
         self.storage.withLockedValue { $0.waiters -= 1 }
+    }
+
+    func cancelAndAwaitHandlers() async {
+        _ = self.cancel()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let idle = self.storage.withLockedValue { storage in
+                guard storage.handlersRunning > 0 else { return true }
+                storage.suspendedWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
     }
 
     /// The owner is gone: stop firing, whatever the state.
@@ -281,10 +350,15 @@ final class TimerCore: Sendable {
         }
         guard let handler else { return }
         CurrentHandler.run(for: self) { handler.run(tick) }
-        let wake = self.storage.withLockedValue { storage in
+        let (wake, suspended) = self.storage.withLockedValue { storage in
             storage.handlersRunning -= 1
-            return storage.handlersRunning == 0 && storage.waiters > 0
+            guard storage.handlersRunning == 0 else { return (false, nil as [CheckedContinuation<Void, Never>]?) }
+            // Taken only when there are waiters: the common firing touches no array.
+            let suspended = storage.suspendedWaiters.isEmpty ? nil : storage.suspendedWaiters
+            if suspended != nil { storage.suspendedWaiters = [] }
+            return (storage.waiters > 0, suspended)
         }
         if wake { self.storage.broadcast() }
+        suspended?.forEach { $0.resume() }
     }
 }

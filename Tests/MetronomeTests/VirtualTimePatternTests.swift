@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+
+@testable import Metronome
+import MetronomeTesting
+
+/// `ManualClock`, `EngineClock`, ticks, `ExpiringValue` and `TimerScheduler` on a
+/// `ManualTimeline`: everything happens when the test advances time, and nothing else.
+@Suite
+struct VirtualTimePatternTests {
+    let timeline = ManualTimeline(startingAt: ManualHarness.origin)
+
+    // MARK: ManualClock
+
+    @Test(.timeLimit(.minutes(1)))
+    func sleepEndsWhenTheTimelineReachesTheDeadline() async throws {
+        let clock = self.timeline.clock
+        let deadline = clock.now.advanced(by: .seconds(30))
+        let sleeper = Task {
+            try await clock.sleep(until: deadline)
+            return clock.now
+        }
+        await self.timeline.waitForArmedTimers(1)
+        self.timeline.advance(by: .seconds(30) - .nanoseconds(1))
+        #expect(self.timeline.armedCount == 1, "the sleep ended before its deadline")
+        self.timeline.advance(by: .nanoseconds(1))
+        #expect(self.timeline.armedCount == 0)
+        #expect(try await sleeper.value == deadline)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func taskSleepForRunsOnTheManualClock() async throws {
+        let clock = self.timeline.clock
+        let start = clock.now
+        let sleeper = Task {
+            try await Task.sleep(for: .seconds(5), tolerance: .seconds(1), clock: clock)
+            try await Task.sleep(for: .seconds(5), clock: clock)
+        }
+        await self.timeline.waitForArmedTimers(1)
+        self.timeline.advance(by: .seconds(5))
+        await self.timeline.waitForArmedTimers(1)
+        self.timeline.advance(by: .seconds(5))
+        try await sleeper.value
+        #expect(clock.now == start.advanced(by: .seconds(10)))
+        #expect(clock.minimumResolution == .nanoseconds(1))
+        #expect(clock.timeline === self.timeline)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingASleeperDisarmsItsTimer() async throws {
+        let clock = self.timeline.clock
+        let sleeper = Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(60))) }
+        await self.timeline.waitForArmedTimers(1)
+        sleeper.cancel()
+        await #expect(throws: CancellationError.self) { try await sleeper.value }
+        #expect(self.timeline.armedCount == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func passedDeadlineReturnsAtOnceWithoutArming() async throws {
+        let clock = self.timeline.clock
+        try await clock.sleep(until: clock.now)
+        try await clock.sleep(until: clock.now.advanced(by: .seconds(-1)))
+        #expect(self.timeline.armedCount == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func waitForArmedTimersReturnsAtOnceWhenEnoughAreArmed() async {
+        await self.timeline.waitForArmedTimers(0)
+        let timer = SafeDispatchTimer(backend: .custom(self.timeline))
+        #expect(timer.schedule(after: .seconds(1)) { _ in })
+        await self.timeline.waitForArmedTimers(1)
+        #expect(self.timeline.armedCount == 1)
+    }
+
+    // MARK: EngineClock on a backend
+
+    @Test(.timeLimit(.minutes(1)))
+    func engineClockReadsAndSleepsOnItsBackend() async throws {
+        let clock = EngineClock(backend: .custom(self.timeline), clock: .wall)
+        #expect(clock.now == self.timeline.now)
+        #expect(clock.engine == nil)
+        #expect(EngineClock().engine === TimerEngine.shared)
+        let sleeper = Task { try await clock.sleep(until: clock.now.advanced(by: .milliseconds(7))) }
+        await self.timeline.waitForArmedTimers(1)
+        self.timeline.advance(by: .milliseconds(7))
+        try await sleeper.value
+        #expect(self.timeline.armedCount == 0)
+    }
+
+    // MARK: Ticks
+
+    @Test(.timeLimit(.minutes(1)))
+    func ticksComeAsTheTimelineAdvancesWithMissedPeriodsMerged() async {
+        let period = Duration.seconds(1)
+        let start = self.timeline.now
+        let ticks = SafeDispatchTimer.Backend.custom(self.timeline).ticks(every: period)
+        #expect(ticks.engine == nil)
+        var iterator = ticks.makeAsyncIterator()
+        #expect(self.timeline.armedCount == 1)
+
+        // Three periods pass before the consumer asks: one tick, two missed.
+        self.timeline.advance(by: period * 3)
+        let merged = await iterator.next()
+        #expect(merged?.sequence == 2)
+        #expect(merged?.missed == 2)
+        #expect(merged?.scheduled == start.advanced(by: period * 3))
+
+        self.timeline.advance(by: period)
+        let next = await iterator.next()
+        #expect(next?.sequence == 3)
+        #expect(next?.missed == 0)
+        #expect(next?.fired == start.advanced(by: period * 4))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func leavingTheLoopDisarmsAndABadIntervalGivesNothing() async {
+        let backend = SafeDispatchTimer.Backend.custom(self.timeline)
+        do {
+            var iterator = backend.ticks(every: .seconds(1)).makeAsyncIterator()
+            self.timeline.advance(by: .seconds(1))
+            #expect(await iterator.next() != nil)
+        }
+        #expect(self.timeline.armedCount == 0)
+        var empty = backend.ticks(every: .zero).makeAsyncIterator()
+        #expect(await empty.next() == nil)
+        #expect(self.timeline.armedCount == 0)
+    }
+
+    // MARK: ExpiringValue
+
+    @Test(.timeLimit(.minutes(1)))
+    func expiringValueLivesItsLifetimeFromTheLastTouch() {
+        let expiries = Locked<[String]>([])
+        let session = ExpiringValue("session", lifetime: .seconds(30), backend: .custom(self.timeline)) { value in
+            expiries.withLock { $0.append(value) }
+        }
+        #expect(session.engine == nil)
+        self.timeline.advance(by: .seconds(29))
+        #expect(session.touch())
+        self.timeline.advance(by: .seconds(29))
+        #expect(session.value == "session")
+        self.timeline.advance(by: .seconds(1))
+        #expect(session.value == nil)
+        #expect(expiries.current == ["session"])
+        #expect(!session.touch())
+        self.timeline.advance(by: .seconds(60))
+        #expect(expiries.current == ["session"], "expired twice")
+        #expect(self.timeline.armedCount == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func invalidatedValueNeverExpires() {
+        let expiries = Locked(0)
+        let value = ExpiringValue(1, lifetime: .seconds(1), backend: .custom(self.timeline)) { _ in
+            expiries.withLock { $0 += 1 }
+        }
+        #expect(value.invalidate() == 1)
+        #expect(self.timeline.armedCount == 0)
+        self.timeline.advance(by: .seconds(5))
+        #expect(expiries.current == 0)
+        #expect(value.isExpired)
+    }
+
+    // MARK: TimerScheduler
+
+    @Test(.timeLimit(.minutes(1)))
+    func schedulerFiresAsTheTimelineAdvances() async {
+        let scheduler = TimerScheduler(backend: .custom(self.timeline))
+        #expect(scheduler.engine == nil)
+        var events = scheduler.events.makeAsyncIterator()
+        let once = scheduler.schedule(after: .seconds(2))
+        let repeating = scheduler.schedule(after: .seconds(1), repeating: .seconds(1))
+        let cancelled = scheduler.schedule(after: .seconds(10))
+        #expect(scheduler.cancel(cancelled))
+        #expect(await events.next() == .cancelled(cancelled))
+
+        self.timeline.advance(by: .seconds(1) - .nanoseconds(1))
+        self.timeline.advance(by: .seconds(2))
+        #expect(await events.next() == .executed(repeating, willRepeat: true))
+        // Equal deadlines fire in arm order.
+        #expect(await events.next() == .executed(once, willRepeat: false))
+        #expect(await events.next() == .executed(repeating, willRepeat: true))
+        #expect(scheduler.activeTimers == [repeating])
+        #expect(scheduler.cancelAll() == 1)
+        #expect(await events.next() == .cancelled(repeating))
+        #expect(self.timeline.armedCount == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func schedulerReportsAnUnrepresentableDelayAsCancelled() async {
+        let scheduler = TimerScheduler(backend: .custom(self.timeline))
+        var events = scheduler.events.makeAsyncIterator()
+        let id = scheduler.schedule(after: .seconds(Int64.max))
+        #expect(await events.next() == .cancelled(id))
+    }
+}
