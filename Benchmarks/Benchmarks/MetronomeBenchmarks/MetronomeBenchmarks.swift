@@ -260,7 +260,7 @@ private func swiftBenchmarks() {
         }
         firingSlot.value = (timer, counter)
     } teardown: {
-        firingSlot.value?.0.cancelAndWait()
+        await firingSlot.value?.0.cancelAndAwaitHandlers()
         firingSlot.value = nil
         dropEngine()
     }
