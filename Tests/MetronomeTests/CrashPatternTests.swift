@@ -4,7 +4,7 @@ import Glibc
 import MetronomeTestSupport
 import Testing
 
-/// The literature's four DispatchSourceTimer crash patterns, each in a process of its own
+/// The four common ways a DispatchSourceTimer is crashed, each in a process of its own
 /// (`metronome-crash-patterns`, Tests/CrashPatterns/main.swift): on a raw
 /// `DispatchSourceTimer` the process dies from a signal, through `SafeDispatchTimer` on
 /// either backend it exits 0 in the expected state.
@@ -14,8 +14,8 @@ import Testing
 /// - double-suspend-release, release-while-suspended and cancel-while-suspended die at the
 ///   *release* with SIGILL in `_dispatch_queue_xref_dispose.cold.1` (libdispatch's "Release of
 ///   a suspended object"), reached from the Swift wrapper's deinit via `_dispatch_xref_dispose`.
-///   `cancel()` on a suspended source does not trap by itself, unlike what the literature says
-///   for Darwin ("cancelling a suspended timer crashes immediately"): libdispatch only
+///   `cancel()` on a suspended source does not trap by itself, unlike what is often said
+///   of Darwin ("cancelling a suspended timer crashes immediately"): libdispatch only
 ///   complains when the suspended source is released, so the pattern includes the release.
 /// - resume-after-cancel dies inside `resume()` with SIGILL in `_dispatch_lane_resume.cold.1`
 ///   ("Over-resume of an object"): the source is active, not suspended, so any extra resume

@@ -423,7 +423,7 @@ struct SafeDispatchTimerSafetyTests {
     }
 
     /// One timer's handler invocations never overlap, even across a suspend/resume (or a
-    /// reschedule) made while a handler is still running: the literature's point of a serial
+    /// reschedule) made while a handler is still running: the point of a serial
     /// queue, and what `init(queue: nil)` promises ("with `.dispatch`, on a private serial
     /// queue").
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real, [false, true])

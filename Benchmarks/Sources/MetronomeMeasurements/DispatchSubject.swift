@@ -7,7 +7,8 @@ import Synchronization
 /// scheduled once on the absolute schedule and activated; a handler derives the deadline it
 /// fired for from its own firing count, and `source.data` tells how many firings GCD merged into
 /// this one (the rest are counted as missed). Sources are torn down with `cancel()` only: they
-/// are never suspended, so releasing them is always safe (STYLE §6).
+/// are never suspended, so releasing them is always safe (libdispatch traps when a suspended
+/// source is released).
 ///
 /// On Linux, libdispatch arms one timerfd per clock and ignores leeway
 /// (`_dispatch_timeout_program` marks it unused), so leeway changes nothing here. GCD cannot

@@ -3,7 +3,8 @@ import Glibc
 /// The parts of the machine that decide how precise timers can be, recorded with every result.
 ///
 /// A latency number means little without the kernel, the timer slack and whether real-time
-/// priority was available (STYLE §12), so every report carries these facts.
+/// priority was available (each moves lateness by tens of microseconds or more), so every
+/// report carries these facts.
 ///
 /// ```swift
 /// let facts = MachineFacts.current()

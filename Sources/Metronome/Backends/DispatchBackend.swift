@@ -5,7 +5,7 @@ import Glibc
 ///
 /// Each schedule gets its own source, activated at once and cancelled when disarmed. A
 /// source that is never suspended and never left inactive can always be released, so the
-/// libdispatch crashes the literature describes (over-resume, releasing a suspended or
+/// libdispatch crashes Swift code commonly meets (over-resume, releasing a suspended or
 /// inactive source) cannot happen here by construction.
 struct DispatchBackend: TimerBackend {
     /// Where handlers run when the timer was given no queue.

@@ -1,6 +1,6 @@
 @preconcurrency import Dispatch
 
-/// Nanoseconds from the Dispatch types the literature's API takes; `nil` for values no
+/// Nanoseconds from the Dispatch types the `DispatchSourceTimer`-shaped API takes; `nil` for values no
 /// timer can honour (negative, not finite, or past `Int64`).
 enum DispatchConversions {
     /// A finite interval, or `.never`.
