@@ -263,14 +263,12 @@ mtr_engine_fire_due_locked_(mtr_engine *engine, struct mtr_clock_state *state)
 			engine->counters.coalesced++;
 		void *context = engine->timers[entry.timer].context;
 		engine->running = tick.timer;
-		engine->running_context = context;
 
 		pthread_mutex_unlock(&engine->lock);
 		engine->config.on_fire(context, &tick);
 		pthread_mutex_lock(&engine->lock);
 
 		engine->running = 0;
-		engine->running_context = NULL;
 		if (engine->release_running) {
 			engine->release_running = false;
 			mtr_engine_release_locked_(engine, context);
@@ -355,9 +353,8 @@ mtr_engine_drop_timers_(mtr_engine *engine)
 		/* Only in a forked child: the parent's firing thread was to
 		 * release it when the callback returned. */
 		engine->release_running = false;
-		mtr_engine_release_locked_(engine, engine->running_context);
+		mtr_engine_release_locked_(engine, engine->released_context);
 	}
-	engine->running_context = NULL;
 	for (uint32_t index = 0; index < engine->timer_high_water; index++) {
 		struct mtr_timer *timer = &engine->timers[index];
 		if ((timer->generation & 1) == 0)
@@ -372,7 +369,6 @@ mtr_engine_drop_timers_(mtr_engine *engine)
 	mtr_timer_array_free_(engine);
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
 		mtr_timerset_free_(&engine->clocks[c].set);
-	engine->dropped = true;
 	pthread_mutex_unlock(&engine->lock);
 }
 

@@ -127,13 +127,12 @@ struct mtr_engine {
 	mtr_counters counters;
 
 	mtr_timer_id running;        /* the timer whose callback runs, or 0 */
-	void *running_context;
 	bool release_running;        /* it was destroyed while running */
+	void *released_context;      /* then: its context, for a forked child */
 	bool stopping;
 	bool free_requested;         /* destroyed: the last holder frees it */
 	bool join_claimed;           /* a thread joins (or detached) the thread */
 	bool joined;                 /* the firing thread touches nothing more */
-	bool dropped;                /* every timer retired, contexts released */
 	/* Created before a fork, seen from the child: its descriptors and
 	 * thread belong to the parent (mtr_fork.c). */
 	bool inherited;

@@ -368,6 +368,7 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 			/* The firing thread holds the context for the running
 			 * callback and releases it when that returns. */
 			engine->release_running = true;
+			engine->released_context = timer->context;
 		} else {
 			release = timer->context;
 			must_release = true;
