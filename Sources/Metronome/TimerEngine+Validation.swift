@@ -1,3 +1,4 @@
+internal import CMetronome
 import Glibc
 
 extension TimerEngine.Configuration {
@@ -18,8 +19,9 @@ extension TimerEngine.Configuration {
     ///   0...``maximumSpinWindow``, or a late threshold that is not positive or does not fit
     ///   in `Int64` nanoseconds.
     public func validate() throws(TimerError) {
-        if let priority = self.realtimePriority, !(1...99).contains(priority) {
-            throw Self.refusal("realtimePriority", "must be nil or in 1...99, not \(priority)")
+        let highest = Int(MTR_REALTIME_PRIORITY_MAX)
+        if let priority = self.realtimePriority, !(1...highest).contains(priority) {
+            throw Self.refusal("realtimePriority", "must be nil or in 1...\(highest), not \(priority)")
         }
         if let cpu = self.cpu {
             // The machine's CPUs, as the core counts them, within what a cpu_set_t holds.
