@@ -29,6 +29,10 @@
 /// starts; one already running finishes (``cancelAndWait()`` and
 /// ``cancelAndAwaitHandlers()`` wait for it). See <doc:StateMachine> for the full
 /// transition table.
+///
+/// A backend that can arm no more (an engine that was shut down) refuses: scheduling
+/// returns `false` and does nothing; a reschedule or resume returns `false` and leaves the
+/// timer cancelled, since its previous arming is already gone.
 public final class SafeDispatchTimer: Sendable {
     /// Where a timer is in its life.
     public enum State: Sendable, Hashable {
@@ -67,13 +71,14 @@ public final class SafeDispatchTimer: Sendable {
             return TimerInstant(nanoseconds: backend.now(clock))
         }
 
-        var resolved: TimerCore.Firing {
+        /// What fires one timer: the engine itself, or the backend behind the seam.
+        var firing: any TimerFiring {
             switch self {
-            case .engine(let engine): .engine(engine)
+            case .engine(let engine): engine
             // One private serial queue per timer: handlers of one timer never overlap, even
             // across a reschedule that replaces its source.
-            case .dispatch: .backend(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
-            case .custom(let backend): .backend(backend)
+            case .dispatch: BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
+            case .custom(let backend): BackendFiring(backend)
             }
         }
     }
@@ -89,7 +94,7 @@ public final class SafeDispatchTimer: Sendable {
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
-        self.core = TimerCore(queue: queue, firing: backend.resolved, clock: clock)
+        self.core = TimerCore(queue: queue, firing: backend.firing, clock: clock)
     }
 
     deinit {
@@ -103,7 +108,7 @@ public final class SafeDispatchTimer: Sendable {
 
     /// What fires the timer.
     public var backend: Backend {
-        self.core.firing
+        self.core.backend
     }
 
     /// The clock the timer's deadlines are measured on.

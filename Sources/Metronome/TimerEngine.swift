@@ -117,7 +117,7 @@ public final class TimerEngine: Sendable {
     public let configuration: Configuration
 
     // Freed only in deinit: every armed timer holds the engine, so nothing can race it.
-    private nonisolated(unsafe) let raw: OpaquePointer?
+    nonisolated(unsafe) let raw: OpaquePointer?
 
     /// Starts an engine and its firing thread.
     ///
@@ -140,8 +140,8 @@ public final class TimerEngine: Sendable {
         try configuration.validate()
         var config = mtr_engine_config()
         mtr_engine_config_init(&config)
-        config.on_fire = engineFire
-        config.on_release = engineRelease
+        config.on_fire = deliverFiring
+        config.on_release = releaseReceiver
         config.spin_ns = configuration.spinWindow.saturatingNanoseconds
         config.late_threshold_ns = configuration.lateThreshold.saturatingNanoseconds
         config.realtime_priority = CInt(clamping: configuration.realtimePriority ?? 0)
@@ -212,56 +212,4 @@ public final class TimerEngine: Sendable {
     public func clockChanged(_ clock: TimerClock) {
         if let raw = self.raw { _ = mtr_engine_clock_changed(raw, clock.coreClock) }
     }
-
-    /// A new, unarmed C timer whose firings go to `core` (retained until the engine
-    /// releases the timer), or `nil` once the engine has stopped.
-    func makeTimer(firing core: TimerCore) -> UInt64? {
-        guard let raw = self.raw else { return nil }
-        let context = Unmanaged.passRetained(core)
-        var id: mtr_timer_id = 0
-        guard mtr_timer_create(raw, context.toOpaque(), &id) == 0 else {
-            context.release()
-            return nil
-        }
-        return id
-    }
-
-    /// Arms a timer from ``makeTimer(firing:)``; `false` once the engine has stopped or
-    /// the timer was destroyed.
-    func start(_ id: UInt64, _ schedule: TimerSchedule, clock: TimerClock) -> Bool {
-        guard let raw = self.raw else { return false }
-        let code =
-            if let period = schedule.periodNanoseconds {
-                mtr_timer_arm_repeating(
-                    raw, id, clock.coreClock, schedule.deadlineNanoseconds, period, schedule.leewayNanoseconds)
-            } else {
-                mtr_timer_arm_once(raw, id, clock.coreClock, schedule.deadlineNanoseconds, schedule.leewayNanoseconds)
-            }
-        return code == 0
-    }
-
-    /// Retires a C timer; its context is released once no callback of it runs.
-    func destroy(_ id: UInt64) {
-        if let raw = self.raw { _ = mtr_timer_destroy(raw, id) }
-    }
-}
-
-// A C timer's context is the TimerCore it fires (see TimerCore.Firing), alive until
-// the release callback: no retain and release per firing.
-private let engineFire: mtr_fire_fn = { context, raw in
-    let tick = raw.pointee
-    Unmanaged<TimerCore>.fromOpaque(context!)._withUnsafeGuaranteedRef {
-        $0.fire(
-            engineTimer: tick.timer,
-            tick: Tick(
-                scheduled: TimerInstant(nanoseconds: tick.scheduled_ns),
-                fired: TimerInstant(nanoseconds: tick.fired_ns),
-                missed: Int(clamping: tick.missed),
-                sequence: tick.sequence
-            ))
-    }
-}
-
-private let engineRelease: mtr_release_fn = { context in
-    Unmanaged<TimerCore>.fromOpaque(context!).release()
 }

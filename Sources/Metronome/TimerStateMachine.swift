@@ -4,11 +4,13 @@
 /// The machine is a pure value: no clock, lock, backend or C call. `SafeDispatchTimer` asks it
 /// under its lock and carries out the returned action after unlocking.
 ///
-/// Every arming carries a *generation*. A fire is decided on the firing thread, so it can be
-/// in flight while another thread cancels, suspends or reschedules the timer; the callback
-/// then arrives carrying the generation it was armed with, which no longer matches, and
-/// ``fired(generation:scheduled:)`` returns ``FiredAction/ignore``. Each transition into `running` or
-/// `suspended` takes a new generation, so an old callback can never match a later arming.
+/// Arming takes two steps outside the lock (reserve an arming from the firing seam, then
+/// start it), so another thread may cancel, suspend or reschedule in between. Every arming
+/// action therefore carries a *generation*; the owner reports back with it
+/// (``armed(generation:arming:)``, ``refused(generation:)``), and a report for a generation
+/// that was overtaken is answered with "disarm it". Firings carry the id of their arming,
+/// and ``fired(arming:scheduled:)`` runs a handler only for the current one, so a firing in
+/// flight during a cancel, suspend or reschedule is recognised as stale and dropped.
 ///
 /// Misuse by the caller (suspending twice, resuming a running timer, cancelling twice,
 /// rescheduling a cancelled timer) is not an error: the event returns `.reject` and leaves the
@@ -20,10 +22,11 @@ struct TimerStateMachine {
     enum State: Equatable {
         /// Never scheduled, or a one-shot that has fired; may be scheduled.
         case idle
-        /// Armed with the backend under `generation`.
-        case running(TimerSchedule, generation: UInt64)
-        /// Scheduled but not armed; resuming arms it under a new generation.
-        case suspended(TimerSchedule, generation: UInt64)
+        /// Scheduled and armed, or being armed: `generation` names the arming action,
+        /// `arming` its id once the seam has reserved it.
+        case running(TimerSchedule, generation: UInt64, arming: UInt64?)
+        /// Scheduled but not armed; resuming arms it.
+        case suspended(TimerSchedule)
         /// Cancelled by the caller; may be scheduled again.
         case cancelled
     }
@@ -34,25 +37,28 @@ struct TimerStateMachine {
     /// The last generation handed out; only ever increases (wrapping after 2^64 armings).
     private var lastGeneration: UInt64 = 0
 
+    /// Where a refused arming leaves the timer: where `schedule` found it (a refused
+    /// schedule does nothing), or cancelled after a refused reschedule or resume, whose
+    /// previous arming is already gone.
+    private var stateIfRefused: State = .cancelled
+
     /// The latest deadline of the current schedule a handler was run for. Resuming never
     /// arms at or before it, whatever `now` the caller read: a clock read before a tick was
     /// delivered must not bring that tick's deadline back.
     private var lastDelivered: Int64?
 
-    /// The generation of the current arming while running or suspended, otherwise `nil`.
-    var generation: UInt64? {
-        switch self.state {
-        case .running(_, let generation), .suspended(_, let generation):
-            return generation
-        case .idle, .cancelled:
-            return nil
-        }
+    /// What the owner must do to arm a schedule.
+    struct Arm: Equatable {
+        /// The schedule to start.
+        let schedule: TimerSchedule
+        /// Names this arming in ``armed(generation:arming:)`` and ``refused(generation:)``.
+        let generation: UInt64
     }
 
     /// What the owner must do after ``schedule(_:)``.
     enum ScheduleAction: Equatable {
-        /// Arm the backend with the schedule, tagging callbacks with the generation.
-        case arm(TimerSchedule, generation: UInt64)
+        /// Reserve and start an arming.
+        case arm(Arm)
         /// The timer is already scheduled; nothing changed (use ``reschedule(_:)``).
         case reject
     }
@@ -61,10 +67,9 @@ struct TimerStateMachine {
     mutating func schedule(_ schedule: TimerSchedule) -> ScheduleAction {
         switch self.state {
         case .idle, .cancelled:
-            let generation = self.nextGeneration()
-            self.state = .running(schedule, generation: generation)
+            self.stateIfRefused = self.state
             self.lastDelivered = nil
-            return .arm(schedule, generation: generation)
+            return .arm(self.arming(schedule))
         case .running, .suspended:
             return .reject
         }
@@ -72,8 +77,8 @@ struct TimerStateMachine {
 
     /// What the owner must do after ``reschedule(_:)``.
     enum RescheduleAction: Equatable {
-        /// Re-arm the backend with the new schedule under the new generation.
-        case arm(TimerSchedule, generation: UInt64)
+        /// Disarm the previous arming, if it had been reserved, then arm the new schedule.
+        case rearm(disarming: UInt64?, Arm)
         /// The new schedule is stored; the timer stays suspended and ``resume(now:)`` arms it.
         case keepSuspended
         /// The timer is not scheduled; nothing changed (use ``schedule(_:)``).
@@ -83,14 +88,12 @@ struct TimerStateMachine {
     /// Replaces the schedule of a running or suspended timer.
     mutating func reschedule(_ schedule: TimerSchedule) -> RescheduleAction {
         switch self.state {
-        case .running:
-            let generation = self.nextGeneration()
-            self.state = .running(schedule, generation: generation)
+        case .running(_, _, let previous):
+            self.stateIfRefused = .cancelled
             self.lastDelivered = nil
-            return .arm(schedule, generation: generation)
+            return .rearm(disarming: previous, self.arming(schedule))
         case .suspended:
-            // A new generation here too: a fire of the old arming may still be in flight.
-            self.state = .suspended(schedule, generation: self.nextGeneration())
+            self.state = .suspended(schedule)
             self.lastDelivered = nil
             return .keepSuspended
         case .idle, .cancelled:
@@ -98,20 +101,22 @@ struct TimerStateMachine {
         }
     }
 
-    /// What the owner must do after ``suspend()``.
-    enum SuspendAction: Equatable {
-        /// Disarm the backend.
-        case disarm
-        /// The timer is not running; nothing changed.
+    /// What the owner must do after ``suspend()`` or ``cancel()``.
+    enum StopAction: Equatable {
+        /// Disarm this arming, if one had been reserved.
+        case disarm(UInt64?)
+        /// Nothing was armed (a suspended timer cancelled); report success.
+        case acknowledge
+        /// Nothing changed.
         case reject
     }
 
     /// Suspends a running timer, keeping its schedule for ``resume(now:)``.
-    mutating func suspend() -> SuspendAction {
+    mutating func suspend() -> StopAction {
         switch self.state {
-        case .running(let schedule, _):
-            self.state = .suspended(schedule, generation: self.nextGeneration())
-            return .disarm
+        case .running(let schedule, _, let arming):
+            self.state = .suspended(schedule)
+            return .disarm(arming)
         case .idle, .suspended, .cancelled:
             return .reject
         }
@@ -119,8 +124,8 @@ struct TimerStateMachine {
 
     /// What the owner must do after ``resume(now:)``.
     enum ResumeAction: Equatable {
-        /// Arm the backend with the resumed schedule under the new generation.
-        case arm(TimerSchedule, generation: UInt64)
+        /// Reserve and start an arming for the resumed schedule.
+        case arm(Arm)
         /// The timer is not suspended; nothing changed.
         case reject
     }
@@ -133,32 +138,20 @@ struct TimerStateMachine {
     /// that delivery cannot repeat it.
     mutating func resume(now: Int64) -> ResumeAction {
         switch self.state {
-        case .suspended(let schedule, _):
-            let resumed = schedule.resumed(at: max(now, self.lastDelivered ?? now))
-            let generation = self.nextGeneration()
-            self.state = .running(resumed, generation: generation)
-            return .arm(resumed, generation: generation)
+        case .suspended(let schedule):
+            self.stateIfRefused = .cancelled
+            return .arm(self.arming(schedule.resumed(at: max(now, self.lastDelivered ?? now))))
         case .idle, .running, .cancelled:
             return .reject
         }
     }
 
-    /// What the owner must do after ``cancel()``.
-    enum CancelAction: Equatable {
-        /// Disarm the backend.
-        case disarm
-        /// The timer was suspended, so nothing is armed; report success.
-        case acknowledge
-        /// The timer is not scheduled; nothing changed.
-        case reject
-    }
-
     /// Cancels a running or suspended timer.
-    mutating func cancel() -> CancelAction {
+    mutating func cancel() -> StopAction {
         switch self.state {
-        case .running:
+        case .running(_, _, let arming):
             self.state = .cancelled
-            return .disarm
+            return .disarm(arming)
         case .suspended:
             self.state = .cancelled
             return .acknowledge
@@ -167,36 +160,51 @@ struct TimerStateMachine {
         }
     }
 
-    /// What the owner must do after ``fired(generation:scheduled:)``.
+    /// The seam reserved `arming` for the arming action `generation`. Returns whether to
+    /// start it: `false` means another transition overtook this one, and the owner disarms
+    /// the arming instead.
+    mutating func armed(generation: UInt64, arming: UInt64) -> Bool {
+        guard case .running(let schedule, generation, nil) = self.state else { return false }
+        self.state = .running(schedule, generation: generation, arming: arming)
+        return true
+    }
+
+    /// The seam refused the arming action `generation` (an engine shut down). Returns whether
+    /// that stopped the timer; `false` means another transition had overtaken it. Either way
+    /// the owner disarms an arming it reserved.
+    mutating func refused(generation: UInt64) -> Bool {
+        guard case .running(_, generation, _) = self.state else { return false }
+        self.state = self.stateIfRefused
+        return true
+    }
+
+    /// What the owner must do after ``fired(arming:scheduled:)``.
     enum FiredAction: Equatable {
         /// Run the user's handler.
         case runHandler
-        /// The callback is stale or the timer is not running; drop it.
+        /// The firing is stale or the timer is not running; drop it.
         case ignore
     }
 
-    /// Reports that the backend fired an arming tagged with `generation`, for the deadline
-    /// `scheduled`.
+    /// Reports that `arming` fired for the deadline `scheduled`.
     ///
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;
     /// a repeating timer stays running.
-    mutating func fired(generation: UInt64, scheduled: Int64) -> FiredAction {
-        switch self.state {
-        case .running(let schedule, let current) where current == generation:
-            if schedule.isRepeating {
-                self.lastDelivered = scheduled
-            } else {
-                self.state = .idle
-            }
-            return .runHandler
-        case .running, .idle, .suspended, .cancelled:
-            return .ignore
+    mutating func fired(arming: UInt64, scheduled: Int64) -> FiredAction {
+        guard case .running(let schedule, _, arming?) = self.state else { return .ignore }
+        if schedule.isRepeating {
+            self.lastDelivered = scheduled
+        } else {
+            self.state = .idle
         }
+        return .runHandler
     }
 
-    private mutating func nextGeneration() -> UInt64 {
+    /// Enters `running` for `schedule` under a new generation, to be armed.
+    private mutating func arming(_ schedule: TimerSchedule) -> Arm {
         self.lastGeneration &+= 1
-        return self.lastGeneration
+        self.state = .running(schedule, generation: self.lastGeneration, arming: nil)
+        return Arm(schedule: schedule, generation: self.lastGeneration)
     }
 }
 

@@ -482,13 +482,15 @@ struct SafeDispatchTimerSafetyTests {
 
         let later = harness.makeTimer()
         #expect(!later.schedule(deadline: harness.deadline(after: .milliseconds(1)), handler: recorder.handler))
-        #expect(later.state == .cancelled, "a timer the engine refused is cancelled")
+        #expect(later.state == .idle, "a refused schedule does nothing")
         #expect(!later.schedule(interval: 0.001, handler: recorder.untimedHandler))
-        #expect(later.state == .cancelled)
+        #expect(later.state == .idle)
 
-        // The timer armed before the shutdown does not know; it is still safe to use.
-        _ = armedBefore.suspend()
-        _ = armedBefore.resume()
+        // The timer armed before the shutdown does not know; it is still safe to use. The
+        // refused resume leaves it cancelled: its previous arming is gone.
+        #expect(armedBefore.suspend())
+        #expect(!armedBefore.resume())
+        #expect(armedBefore.state == .cancelled)
         _ = armedBefore.cancel()
         #expect(!armedBefore.schedule(deadline: harness.deadline(after: .milliseconds(1)), handler: recorder.handler))
         #expect(armedBefore.state == .cancelled)

@@ -16,47 +16,56 @@ private let resumeTime: Int64 = 1_250
 
 // MARK: - Every state × every event
 
+/// The arming id the seam hands out for `generation`, so tables can name it.
+private func armingID(_ generation: UInt64) -> UInt64 { 100 + generation }
+
 /// The state a transition-table row starts from.
 enum StartState: String, CaseIterable, Hashable, Sendable {
-    case idle, runningOneShot, runningRepeating, suspended, cancelled
+    case idle, arming, runningOneShot, runningRepeating, suspended, cancelled
 
-    /// The machine in this state, and the last generation it handed out.
-    func make() -> (machine: TimerStateMachine, lastGeneration: UInt64) {
+    /// The machine in this state; every one but `idle` handed out generation 1 only.
+    func make() -> TimerStateMachine {
         var machine = TimerStateMachine()
         switch self {
         case .idle:
-            return (machine, 0)
+            break
+        case .arming:
+            _ = machine.schedule(oneShot)
         case .runningOneShot:
             _ = machine.schedule(oneShot)
-            return (machine, 1)
-        case .runningRepeating:
+            _ = machine.armed(generation: 1, arming: armingID(1))
+        case .runningRepeating, .suspended:
             _ = machine.schedule(repeating)
-            return (machine, 1)
-        case .suspended:
-            _ = machine.schedule(repeating)
-            _ = machine.suspend()
-            return (machine, 2)
+            _ = machine.armed(generation: 1, arming: armingID(1))
+            if self == .suspended { _ = machine.suspend() }
         case .cancelled:
             _ = machine.schedule(oneShot)
+            _ = machine.armed(generation: 1, arming: armingID(1))
             _ = machine.cancel()
-            return (machine, 1)
         }
+        return machine
     }
 }
 
-/// An event of a transition-table row, with fixed arguments.
+/// An event of a transition-table row, with fixed arguments: "current" names generation 1
+/// and its arming, "stale" ones no arming ever had.
 enum TableEvent: String, CaseIterable, Hashable, Sendable {
-    case schedule, reschedule, suspend, resume, cancel, firedCurrent, firedStale
+    case schedule, reschedule, suspend, resume, cancel
+    case firedCurrent, firedStale, armedCurrent, armedStale, refusedCurrent, refusedStale
 
-    func apply(to machine: inout TimerStateMachine, lastGeneration: UInt64) -> Effect {
+    func apply(to machine: inout TimerStateMachine) -> Effect {
         switch self {
         case .schedule: machine.schedule(replacement).effect
         case .reschedule: machine.reschedule(replacement).effect
         case .suspend: machine.suspend().effect
         case .resume: machine.resume(now: resumeTime).effect
         case .cancel: machine.cancel().effect
-        case .firedCurrent: machine.fired(generation: lastGeneration, scheduled: 1_000).effect
-        case .firedStale: machine.fired(generation: lastGeneration &- 1, scheduled: 1_000).effect
+        case .firedCurrent: machine.fired(arming: armingID(1), scheduled: 1_000).effect
+        case .firedStale: machine.fired(arming: armingID(0), scheduled: 1_000).effect
+        case .armedCurrent: .armed(start: machine.armed(generation: 1, arming: armingID(2)))
+        case .armedStale: .armed(start: machine.armed(generation: 0, arming: armingID(2)))
+        case .refusedCurrent: .refused(stopped: machine.refused(generation: 1))
+        case .refusedStale: .refused(stopped: machine.refused(generation: 0))
         }
     }
 }
@@ -64,13 +73,17 @@ enum TableEvent: String, CaseIterable, Hashable, Sendable {
 /// Every action of every event, so one table can hold them all.
 enum Effect: Equatable, Sendable {
     case arm(TimerSchedule, generation: UInt64)
-    case keepSuspended, disarm, acknowledge, runHandler, ignore, reject
+    case rearm(disarming: UInt64?, TimerSchedule, generation: UInt64)
+    case disarm(UInt64?)
+    case armed(start: Bool)
+    case refused(stopped: Bool)
+    case keepSuspended, acknowledge, runHandler, ignore, reject
 }
 
 extension TimerStateMachine.ScheduleAction {
     var effect: Effect {
         switch self {
-        case .arm(let schedule, let generation): .arm(schedule, generation: generation)
+        case .arm(let arm): .arm(arm.schedule, generation: arm.generation)
         case .reject: .reject
         }
     }
@@ -79,17 +92,18 @@ extension TimerStateMachine.ScheduleAction {
 extension TimerStateMachine.RescheduleAction {
     var effect: Effect {
         switch self {
-        case .arm(let schedule, let generation): .arm(schedule, generation: generation)
+        case .rearm(let previous, let arm): .rearm(disarming: previous, arm.schedule, generation: arm.generation)
         case .keepSuspended: .keepSuspended
         case .reject: .reject
         }
     }
 }
 
-extension TimerStateMachine.SuspendAction {
+extension TimerStateMachine.StopAction {
     var effect: Effect {
         switch self {
-        case .disarm: .disarm
+        case .disarm(let arming): .disarm(arming)
+        case .acknowledge: .acknowledge
         case .reject: .reject
         }
     }
@@ -98,17 +112,7 @@ extension TimerStateMachine.SuspendAction {
 extension TimerStateMachine.ResumeAction {
     var effect: Effect {
         switch self {
-        case .arm(let schedule, let generation): .arm(schedule, generation: generation)
-        case .reject: .reject
-        }
-    }
-}
-
-extension TimerStateMachine.CancelAction {
-    var effect: Effect {
-        switch self {
-        case .disarm: .disarm
-        case .acknowledge: .acknowledge
+        case .arm(let arm): .arm(arm.schedule, generation: arm.generation)
         case .reject: .reject
         }
     }
@@ -136,48 +140,51 @@ struct Transition: Sendable, CustomTestStringConvertible {
     var testDescription: String { "\(self.start.rawValue) + \(self.event.rawValue)" }
 }
 
-/// The table in `Metronome.docc/StateMachine.md`, with concrete generations.
-private let transitions: [Transition] = [
-    .init(.idle, .schedule, .arm(replacement, generation: 1), .running(replacement, generation: 1)),
-    .init(.idle, .reschedule, .reject, .idle),
-    .init(.idle, .suspend, .reject, .idle),
-    .init(.idle, .resume, .reject, .idle),
-    .init(.idle, .cancel, .reject, .idle),
-    .init(.idle, .firedCurrent, .ignore, .idle),
-    .init(.idle, .firedStale, .ignore, .idle),
+/// Rows for the events no state but one accepts, with the state unchanged.
+private func unchanged(_ start: StartState, _ state: TimerStateMachine.State, except: Set<TableEvent>) -> [Transition] {
+    let unchangedEffect: [TableEvent: Effect] = [
+        .schedule: .reject, .reschedule: .reject, .suspend: .reject, .resume: .reject, .cancel: .reject,
+        .firedCurrent: .ignore, .firedStale: .ignore, .armedCurrent: .armed(start: false),
+        .armedStale: .armed(start: false), .refusedCurrent: .refused(stopped: false), .refusedStale: .refused(stopped: false),
+    ]
+    return TableEvent.allCases.filter { !except.contains($0) }.map { .init(start, $0, unchangedEffect[$0]!, state) }
+}
 
-    .init(.runningOneShot, .schedule, .reject, .running(oneShot, generation: 1)),
-    .init(.runningOneShot, .reschedule, .arm(replacement, generation: 2), .running(replacement, generation: 2)),
-    .init(.runningOneShot, .suspend, .disarm, .suspended(oneShot, generation: 2)),
-    .init(.runningOneShot, .resume, .reject, .running(oneShot, generation: 1)),
-    .init(.runningOneShot, .cancel, .disarm, .cancelled),
-    .init(.runningOneShot, .firedCurrent, .runHandler, .idle),
-    .init(.runningOneShot, .firedStale, .ignore, .running(oneShot, generation: 1)),
-
-    .init(.runningRepeating, .schedule, .reject, .running(repeating, generation: 1)),
-    .init(.runningRepeating, .reschedule, .arm(replacement, generation: 2), .running(replacement, generation: 2)),
-    .init(.runningRepeating, .suspend, .disarm, .suspended(repeating, generation: 2)),
-    .init(.runningRepeating, .resume, .reject, .running(repeating, generation: 1)),
-    .init(.runningRepeating, .cancel, .disarm, .cancelled),
-    .init(.runningRepeating, .firedCurrent, .runHandler, .running(repeating, generation: 1)),
-    .init(.runningRepeating, .firedStale, .ignore, .running(repeating, generation: 1)),
-
-    .init(.suspended, .schedule, .reject, .suspended(repeating, generation: 2)),
-    .init(.suspended, .reschedule, .keepSuspended, .suspended(replacement, generation: 3)),
-    .init(.suspended, .suspend, .reject, .suspended(repeating, generation: 2)),
-    .init(.suspended, .resume, .arm(resumedRepeating, generation: 3), .running(resumedRepeating, generation: 3)),
-    .init(.suspended, .cancel, .acknowledge, .cancelled),
-    .init(.suspended, .firedCurrent, .ignore, .suspended(repeating, generation: 2)),
-    .init(.suspended, .firedStale, .ignore, .suspended(repeating, generation: 2)),
-
-    .init(.cancelled, .schedule, .arm(replacement, generation: 2), .running(replacement, generation: 2)),
-    .init(.cancelled, .reschedule, .reject, .cancelled),
-    .init(.cancelled, .suspend, .reject, .cancelled),
-    .init(.cancelled, .resume, .reject, .cancelled),
-    .init(.cancelled, .cancel, .reject, .cancelled),
-    .init(.cancelled, .firedCurrent, .ignore, .cancelled),
-    .init(.cancelled, .firedStale, .ignore, .cancelled),
-]
+/// The table in `Metronome.docc/StateMachine.md`, with the arming steps and concrete
+/// generations; every row not listed leaves the state unchanged.
+private let transitions: [Transition] =
+    [
+        .init(.idle, .schedule, .arm(replacement, generation: 1), .running(replacement, generation: 1, arming: nil)),
+    ] + unchanged(.idle, .idle, except: [.schedule])
+    + [
+        .init(.arming, .reschedule, .rearm(disarming: nil, replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+        .init(.arming, .suspend, .disarm(nil), .suspended(oneShot)),
+        .init(.arming, .cancel, .disarm(nil), .cancelled),
+        .init(.arming, .armedCurrent, .armed(start: true), .running(oneShot, generation: 1, arming: armingID(2))),
+        .init(.arming, .refusedCurrent, .refused(stopped: true), .idle),
+    ] + unchanged(.arming, .running(oneShot, generation: 1, arming: nil), except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent])
+    + [
+        .init(.runningOneShot, .reschedule, .rearm(disarming: armingID(1), replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+        .init(.runningOneShot, .suspend, .disarm(armingID(1)), .suspended(oneShot)),
+        .init(.runningOneShot, .cancel, .disarm(armingID(1)), .cancelled),
+        .init(.runningOneShot, .firedCurrent, .runHandler, .idle),
+        .init(.runningOneShot, .refusedCurrent, .refused(stopped: true), .idle),
+    ] + unchanged(.runningOneShot, .running(oneShot, generation: 1, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+    + [
+        .init(.runningRepeating, .reschedule, .rearm(disarming: armingID(1), replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+        .init(.runningRepeating, .suspend, .disarm(armingID(1)), .suspended(repeating)),
+        .init(.runningRepeating, .cancel, .disarm(armingID(1)), .cancelled),
+        .init(.runningRepeating, .firedCurrent, .runHandler, .running(repeating, generation: 1, arming: armingID(1))),
+        .init(.runningRepeating, .refusedCurrent, .refused(stopped: true), .idle),
+    ] + unchanged(.runningRepeating, .running(repeating, generation: 1, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+    + [
+        .init(.suspended, .reschedule, .keepSuspended, .suspended(replacement)),
+        .init(.suspended, .resume, .arm(resumedRepeating, generation: 2), .running(resumedRepeating, generation: 2, arming: nil)),
+        .init(.suspended, .cancel, .acknowledge, .cancelled),
+    ] + unchanged(.suspended, .suspended(repeating), except: [.reschedule, .resume, .cancel])
+    + [
+        .init(.cancelled, .schedule, .arm(replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+    ] + unchanged(.cancelled, .cancelled, except: [.schedule])
 
 @Suite struct TimerStateMachineTests {
     @Test func transitionTableCoversEveryStateAndEvent() {
@@ -190,66 +197,103 @@ private let transitions: [Transition] = [
 
     @Test(arguments: transitions)
     func transition(_ row: Transition) {
-        var (machine, lastGeneration) = row.start.make()
-        let effect = row.event.apply(to: &machine, lastGeneration: lastGeneration)
+        var machine = row.start.make()
+        let effect = row.event.apply(to: &machine)
         #expect(effect == row.effect)
         #expect(machine.state == row.end)
     }
 
-    @Test func generationsStrictlyIncreaseAcrossAcceptedTransitions() {
+    @Test func generationsStrictlyIncreaseAcrossArmings() {
         var machine = TimerStateMachine()
         var seen: [UInt64] = []
-        func record(_ accepted: Bool) {
-            #expect(accepted)
-            if let generation = machine.generation { seen.append(generation) }
+        func record(_ arm: TimerStateMachine.Arm?) {
+            guard let arm else {
+                Issue.record("not armed")
+                return
+            }
+            seen.append(arm.generation)
+            #expect(machine.armed(generation: arm.generation, arming: armingID(arm.generation)) == true)
         }
-        record(machine.schedule(repeating) != .reject)
-        record(machine.reschedule(oneShot) != .reject)
-        record(machine.suspend() == .disarm)
-        record(machine.reschedule(repeating) == .keepSuspended)
-        record(machine.resume(now: 0) != .reject)
-        record(machine.cancel() == .disarm)
-        record(machine.schedule(oneShot) != .reject)
-        record(machine.fired(generation: seen.last ?? 0, scheduled: 1_000) == .runHandler)
-        record(machine.schedule(oneShot) != .reject)
-        #expect(seen.count == 7)
-        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 })
-    }
-
-    @Test func rejectedEventsKeepTheGeneration() {
-        var machine = TimerStateMachine()
-        _ = machine.schedule(repeating)
-        let generation = machine.generation
-        #expect(machine.schedule(oneShot) == .reject)
-        #expect(machine.resume(now: 0) == .reject)
-        #expect(machine.fired(generation: 0, scheduled: 1_000) == .ignore)
-        #expect(machine.generation == generation)
-        #expect(machine.state == .running(repeating, generation: 1))
+        record(machine.schedule(repeating).arm)
+        record(machine.reschedule(oneShot).arm)
+        #expect(machine.suspend() == .disarm(armingID(2)))
+        #expect(machine.reschedule(repeating) == .keepSuspended)
+        record(machine.resume(now: 0).arm)
+        #expect(machine.cancel() == .disarm(armingID(3)))
+        record(machine.schedule(oneShot).arm)
+        #expect(machine.fired(arming: armingID(4), scheduled: 1_000) == .runHandler)
+        record(machine.schedule(oneShot).arm)
+        #expect(seen == [1, 2, 3, 4, 5])
     }
 
     enum Interruption: String, CaseIterable, Sendable {
         case suspendResume, reschedule, cancelSchedule
     }
 
+    /// A firing in flight across any transition that re-arms is stale: only the new
+    /// arming's firings run the handler.
     @Test(arguments: Interruption.allCases)
     func fireFromBeforeAnInterruptionIsStale(_ interruption: Interruption) throws {
         var machine = TimerStateMachine()
-        _ = machine.schedule(repeating)
-        let stale = try #require(machine.generation)
+        let first = try #require(machine.schedule(repeating).arm)
+        #expect(machine.armed(generation: first.generation, arming: 1) == true)
+        let second: TimerStateMachine.Arm?
+        switch interruption {
+        case .suspendResume:
+            _ = machine.suspend()
+            second = machine.resume(now: resumeTime).arm
+        case .reschedule:
+            second = machine.reschedule(repeating).arm
+        case .cancelSchedule:
+            _ = machine.cancel()
+            second = machine.schedule(repeating).arm
+        }
+        let arm = try #require(second)
+        #expect(machine.armed(generation: arm.generation, arming: 2) == true)
+        #expect(machine.fired(arming: 1, scheduled: 1_300) == .ignore)
+        #expect(machine.fired(arming: 2, scheduled: 1_300) == .runHandler)
+    }
+
+    /// The arming of an overtaken transition is never started, and its refusal changes
+    /// nothing: the transition that overtook it owns the timer.
+    @Test(arguments: Interruption.allCases)
+    func anOvertakenArmingIsDiscarded(_ interruption: Interruption) throws {
+        var machine = TimerStateMachine()
+        let first = try #require(machine.schedule(repeating).arm)
         switch interruption {
         case .suspendResume:
             _ = machine.suspend()
             _ = machine.resume(now: resumeTime)
         case .reschedule:
-            _ = machine.reschedule(repeating)
+            _ = machine.reschedule(oneShot)
         case .cancelSchedule:
             _ = machine.cancel()
-            _ = machine.schedule(repeating)
+            _ = machine.schedule(oneShot)
         }
-        let current = try #require(machine.generation)
-        #expect(current != stale)
-        #expect(machine.fired(generation: stale, scheduled: 1_300) == .ignore)
-        #expect(machine.fired(generation: current, scheduled: 1_300) == .runHandler)
+        let state = machine.state
+        #expect(machine.armed(generation: first.generation, arming: 1) == false)
+        #expect(machine.refused(generation: first.generation) == false)
+        #expect(machine.state == state)
+    }
+
+    /// A refused schedule does nothing; a refused reschedule or resume, whose previous
+    /// arming is gone, leaves the timer cancelled.
+    @Test func aRefusalLeavesTheStateTheArmingFound() throws {
+        var fromCancelled = StartState.cancelled.make()
+        let schedule = try #require(fromCancelled.schedule(oneShot).arm)
+        #expect(fromCancelled.refused(generation: schedule.generation) == true)
+        #expect(fromCancelled.state == .cancelled)
+
+        var rescheduled = StartState.runningRepeating.make()
+        let reschedule = try #require(rescheduled.reschedule(oneShot).arm)
+        #expect(rescheduled.armed(generation: reschedule.generation, arming: 7) == true)
+        #expect(rescheduled.refused(generation: reschedule.generation) == true)
+        #expect(rescheduled.state == .cancelled)
+
+        var resumed = StartState.suspended.make()
+        let resume = try #require(resumed.resume(now: 0).arm)
+        #expect(resumed.refused(generation: resume.generation) == true)
+        #expect(resumed.state == .cancelled)
     }
 
     @Test(arguments: [
@@ -262,14 +306,12 @@ private let transitions: [Transition] = [
         (now: 1_301, deadline: 1_400),
     ])
     func resumeOfRepeatingTimerKeepsThePhase(now: Int64, deadline: Int64) throws {
-        var machine = TimerStateMachine()
-        _ = machine.schedule(repeating)
-        _ = machine.suspend()
+        var machine = StartState.suspended.make()
         let expected = try #require(
             TimerSchedule(deadlineNanoseconds: deadline, periodNanoseconds: 100, leewayNanoseconds: 10)
         )
-        #expect(machine.resume(now: now) == .arm(expected, generation: 3))
-        #expect(machine.state == .running(expected, generation: 3))
+        #expect(machine.resume(now: now) == .arm(TimerStateMachine.Arm(schedule: expected, generation: 2)))
+        #expect(machine.state == .running(expected, generation: 2, arming: nil))
     }
 
     /// The race the stress run caught: a resume that read its clock before a tick was
@@ -282,30 +324,48 @@ private let transitions: [Transition] = [
         (delivered: 1_200, staleNow: 1_250, deadline: 1_300),
     ])
     func resumeNeverRepeatsADeliveredDeadline(delivered: Int64, staleNow: Int64, deadline: Int64) throws {
-        var machine = TimerStateMachine()
-        _ = machine.schedule(repeating)
-        #expect(machine.fired(generation: 1, scheduled: delivered) == .runHandler)
+        var machine = StartState.runningRepeating.make()
+        #expect(machine.fired(arming: armingID(1), scheduled: delivered) == .runHandler)
         _ = machine.suspend()
         let expected = try #require(
             TimerSchedule(deadlineNanoseconds: deadline, periodNanoseconds: 100, leewayNanoseconds: 10)
         )
-        #expect(machine.resume(now: staleNow) == .arm(expected, generation: 3))
+        #expect(machine.resume(now: staleNow).arm?.schedule == expected)
     }
 
     @Test func aNewScheduleForgetsTheDeliveredDeadline() throws {
-        var machine = TimerStateMachine()
-        _ = machine.schedule(repeating)
-        _ = machine.fired(generation: 1, scheduled: 1_500)
+        var machine = StartState.runningRepeating.make()
+        _ = machine.fired(arming: armingID(1), scheduled: 1_500)
         _ = machine.reschedule(repeating)
         _ = machine.suspend()
-        #expect(machine.resume(now: 0) == .arm(repeating, generation: 4))
+        #expect(machine.resume(now: 0).arm?.schedule == repeating)
     }
 
     @Test func resumeOfOneShotWithPassedDeadlineKeepsIt() {
-        var machine = TimerStateMachine()
-        _ = machine.schedule(oneShot)
+        var machine = StartState.runningOneShot.make()
         _ = machine.suspend()
-        #expect(machine.resume(now: 50_000) == .arm(oneShot, generation: 3))
+        #expect(machine.resume(now: 50_000).arm?.schedule == oneShot)
+    }
+}
+
+extension TimerStateMachine.ScheduleAction {
+    var arm: TimerStateMachine.Arm? {
+        guard case .arm(let arm) = self else { return nil }
+        return arm
+    }
+}
+
+extension TimerStateMachine.RescheduleAction {
+    var arm: TimerStateMachine.Arm? {
+        guard case .rearm(_, let arm) = self else { return nil }
+        return arm
+    }
+}
+
+extension TimerStateMachine.ResumeAction {
+    var arm: TimerStateMachine.Arm? {
+        guard case .arm(let arm) = self else { return nil }
+        return arm
     }
 }
 
@@ -408,36 +468,18 @@ private let transitions: [Transition] = [
 
 // MARK: - Randomized comparison with a reference model
 
-
-/// What the model predicts: an action without its schedule.
-enum Outcome: Equatable {
-    case arm(generation: UInt64)
-    case keepSuspended, disarm, acknowledge, runHandler, ignore, reject
-
-    init(_ effect: Effect) {
-        switch effect {
-        case .arm(_, let generation): self = .arm(generation: generation)
-        case .keepSuspended: self = .keepSuspended
-        case .disarm: self = .disarm
-        case .acknowledge: self = .acknowledge
-        case .runHandler: self = .runHandler
-        case .ignore: self = .ignore
-        case .reject: self = .reject
-        }
-    }
-}
-
+/// Where the model says the timer is.
 enum Phase: Equatable {
     case idle
-    case running(repeating: Bool)
+    case running(repeating: Bool, arming: UInt64?)
     case suspended(repeating: Bool)
     case cancelled
 
     init(_ state: TimerStateMachine.State) {
         switch state {
         case .idle: self = .idle
-        case .running(let schedule, _): self = .running(repeating: schedule.isRepeating)
-        case .suspended(let schedule, _): self = .suspended(repeating: schedule.isRepeating)
+        case .running(let schedule, _, let arming): self = .running(repeating: schedule.isRepeating, arming: arming)
+        case .suspended(let schedule): self = .suspended(repeating: schedule.isRepeating)
         case .cancelled: self = .cancelled
         }
     }
@@ -449,62 +491,88 @@ enum RandomEvent {
     case suspend
     case resume(now: Int64)
     case cancel
-    case fired(generation: UInt64, scheduled: Int64)
+    case armed(generation: UInt64, arming: UInt64)
+    case refused(generation: UInt64)
+    case fired(arming: UInt64, scheduled: Int64)
+}
+
+/// What the model predicts: an action without its schedule.
+enum Outcome: Equatable {
+    case arm(generation: UInt64, disarming: UInt64?)
+    case disarm(UInt64?)
+    case armed(start: Bool)
+    case refused(stopped: Bool)
+    case keepSuspended, acknowledge, runHandler, ignore, reject
+
+    init(_ effect: Effect) {
+        switch effect {
+        case .arm(_, let generation): self = .arm(generation: generation, disarming: nil)
+        case .rearm(let previous, _, let generation): self = .arm(generation: generation, disarming: previous)
+        case .disarm(let arming): self = .disarm(arming)
+        case .armed(let start): self = .armed(start: start)
+        case .refused(let stopped): self = .refused(stopped: stopped)
+        case .keepSuspended: self = .keepSuspended
+        case .acknowledge: self = .acknowledge
+        case .runHandler: self = .runHandler
+        case .ignore: self = .ignore
+        case .reject: self = .reject
+        }
+    }
 }
 
 /// The rules written a second time, as plainly as possible.
 struct ReferenceModel {
     var phase = Phase.idle
     var lastGeneration: UInt64 = 0
-    /// The latest deadline of the current schedule a repeating handler ran for.
-    var lastDelivered: Int64?
-
-    var generation: UInt64? {
-        switch self.phase {
-        case .running, .suspended: self.lastGeneration
-        case .idle, .cancelled: nil
-        }
-    }
+    var fallback = Phase.cancelled
 
     mutating func apply(_ event: RandomEvent) -> Outcome {
         switch (event, self.phase) {
         case (.schedule(let schedule), .idle), (.schedule(let schedule), .cancelled):
-            self.lastGeneration += 1
-            self.phase = .running(repeating: schedule.isRepeating)
-            self.lastDelivered = nil
-            return .arm(generation: self.lastGeneration)
-        case (.reschedule(let schedule), .running):
-            self.lastGeneration += 1
-            self.phase = .running(repeating: schedule.isRepeating)
-            self.lastDelivered = nil
-            return .arm(generation: self.lastGeneration)
+            self.fallback = self.phase
+            return self.arm(repeating: schedule.isRepeating, disarming: nil)
+        case (.reschedule(let schedule), .running(_, let arming)):
+            self.fallback = .cancelled
+            return self.arm(repeating: schedule.isRepeating, disarming: arming)
         case (.reschedule(let schedule), .suspended):
-            self.lastGeneration += 1
             self.phase = .suspended(repeating: schedule.isRepeating)
-            self.lastDelivered = nil
             return .keepSuspended
-        case (.suspend, .running(let repeating)):
-            self.lastGeneration += 1
+        case (.suspend, .running(let repeating, let arming)):
             self.phase = .suspended(repeating: repeating)
-            return .disarm
+            return .disarm(arming)
         case (.resume, .suspended(let repeating)):
-            self.lastGeneration += 1
-            self.phase = .running(repeating: repeating)
-            return .arm(generation: self.lastGeneration)
-        case (.cancel, .running):
+            self.fallback = .cancelled
+            return self.arm(repeating: repeating, disarming: nil)
+        case (.cancel, .running(_, let arming)):
             self.phase = .cancelled
-            return .disarm
+            return .disarm(arming)
         case (.cancel, .suspended):
             self.phase = .cancelled
             return .acknowledge
-        case (.fired(let generation, let scheduled), .running(let repeating)) where generation == self.lastGeneration:
-            if repeating { self.lastDelivered = scheduled } else { self.phase = .idle }
+        case (.armed(let generation, let arming), .running(let repeating, nil)) where generation == self.lastGeneration:
+            self.phase = .running(repeating: repeating, arming: arming)
+            return .armed(start: true)
+        case (.armed, _):
+            return .armed(start: false)
+        case (.refused(let generation), .running) where generation == self.lastGeneration:
+            self.phase = self.fallback
+            return .refused(stopped: true)
+        case (.refused, _):
+            return .refused(stopped: false)
+        case (.fired(let arming, _), .running(let repeating, let current?)) where arming == current:
+            if !repeating { self.phase = .idle }
             return .runHandler
         case (.fired, _):
             return .ignore
         case (.schedule, _), (.reschedule, _), (.suspend, _), (.resume, _), (.cancel, _):
             return .reject
         }
+    }
+
+    private mutating func arm(repeating: Bool, disarming: UInt64?) -> Outcome {
+        self.lastGeneration += 1
+        self.phase = .running(repeating: repeating, arming: nil)
+        return .arm(generation: self.lastGeneration, disarming: disarming)
     }
 }
 
@@ -516,7 +584,9 @@ extension TimerStateMachine {
         case .suspend: self.suspend().effect
         case .resume(let now): self.resume(now: now).effect
         case .cancel: self.cancel().effect
-        case .fired(let generation, let scheduled): self.fired(generation: generation, scheduled: scheduled).effect
+        case .armed(let generation, let arming): .armed(start: self.armed(generation: generation, arming: arming))
+        case .refused(let generation): .refused(stopped: self.refused(generation: generation))
+        case .fired(let arming, let scheduled): self.fired(arming: arming, scheduled: scheduled).effect
         }
     }
 }
@@ -531,19 +601,19 @@ extension SeededGenerator {
         )!
     }
 
+    /// Arming reports mostly for the latest generation, sometimes for a stale or a future
+    /// one; firings mostly for the latest arming ids.
     mutating func event(lastGeneration: UInt64) -> RandomEvent {
-        switch Int.random(in: 0..<6, using: &self) {
-        case 0: .schedule(self.schedule())
-        case 1: .reschedule(self.schedule())
-        case 2: .suspend
-        case 3: .resume(now: Int64.random(in: 0...20_000, using: &self))
-        case 4: .cancel
-        // Mostly the current generation, sometimes a stale or a future one.
-        default:
-            .fired(
-                generation: lastGeneration &+ UInt64.random(in: 0...3, using: &self) &- 2,
-                scheduled: Int64.random(in: 0...20_000, using: &self)
-            )
+        let generation = lastGeneration &+ UInt64.random(in: 0...3, using: &self) &- 2
+        switch Int.random(in: 0..<8, using: &self) {
+        case 0: return .schedule(self.schedule())
+        case 1: return .reschedule(self.schedule())
+        case 2: return .suspend
+        case 3: return .resume(now: Int64.random(in: 0...20_000, using: &self))
+        case 4: return .cancel
+        case 5: return .armed(generation: generation, arming: generation)
+        case 6: return Int.random(in: 0..<4, using: &self) == 0 ? .refused(generation: generation) : .cancel
+        default: return .fired(arming: generation, scheduled: Int64.random(in: 0...20_000, using: &self))
         }
     }
 }
@@ -554,26 +624,24 @@ extension SeededGenerator {
         var rng = SeededGenerator(seed: seed)
         var machine = TimerStateMachine()
         var model = ReferenceModel()
+        var delivered: Int64?
         for step in 0..<10_000 {
             let event = rng.event(lastGeneration: model.lastGeneration)
-            let delivered = model.lastDelivered
             let effect = machine.apply(event)
             let outcome = model.apply(event)
             #expect(Outcome(effect) == outcome, "step \(step): \(event)")
             #expect(Phase(machine.state) == model.phase, "step \(step): \(event)")
-            #expect(machine.generation == model.generation, "step \(step): \(event)")
-            if case .arm(let armed, _) = effect {
-                switch event {
-                case .schedule(let schedule), .reschedule(let schedule):
-                    #expect(armed == schedule)
-                case .resume(let now):
-                    #expect(armed.deadlineNanoseconds >= now || !armed.isRepeating)
-                    if armed.isRepeating, let delivered {
-                        #expect(armed.deadlineNanoseconds > delivered)
-                    }
-                case .suspend, .cancel, .fired:
-                    Issue.record("step \(step): \(event) cannot arm")
-                }
+            switch (event, effect) {
+            case (.schedule(let schedule), .arm(let armed, _)), (.reschedule(let schedule), .rearm(_, let armed, _)):
+                #expect(armed == schedule)
+                delivered = nil
+            case (.resume(let now), .arm(let armed, _)):
+                #expect(armed.deadlineNanoseconds >= now || !armed.isRepeating)
+                if armed.isRepeating, let delivered { #expect(armed.deadlineNanoseconds > delivered) }
+            case (.fired(_, let scheduled), .runHandler):
+                delivered = scheduled
+            default:
+                break
             }
             if Outcome(effect) != outcome { return }
         }

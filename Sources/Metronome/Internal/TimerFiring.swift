@@ -1,0 +1,50 @@
+@preconcurrency import Dispatch
+
+/// The one seam between a timer and what fires it: the engine, GCD, or a test double.
+///
+/// An arming is *reserved* before it is *started*: the timer records the reserved id as its
+/// current arming in between, so the first firing, which may come at once on another
+/// thread, always finds it. Every firing carries its arming's id; the timer's state machine
+/// runs the handler only for the current one, so a seam keeps no state about timers.
+protocol TimerFiring: AnyObject, Sendable {
+    /// The current time on `clock`, in nanoseconds, as this seam's firings measure it.
+    func now(_ clock: TimerClock) -> Int64
+
+    /// A new arming whose firings will go to `receiver`, not yet started; `nil` when the
+    /// seam can arm no more (an engine that was shut down).
+    func reserve(for receiver: FiringReceiver) -> UInt64?
+
+    /// Starts a reserved arming; `false` when the seam refuses it (shut down meanwhile).
+    /// The arming still needs ``disarm(_:)`` either way.
+    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) -> Bool
+
+    /// Stops an arming's firings, started or not, and releases it. Never waits for a
+    /// running firing.
+    func disarm(_ arming: UInt64)
+}
+
+extension TimerFiring {
+    func now(_ clock: TimerClock) -> Int64 {
+        clock.now().nanoseconds
+    }
+}
+
+/// Where a seam delivers firings: one object per timer.
+///
+/// A class rather than a protocol so that the engine can carry it as its C timers' context
+/// and reach ``receive(_:from:)`` through one pointer and one table lookup: arming allocates
+/// nothing, and a firing does no dynamic cast.
+class FiringReceiver: @unchecked Sendable {
+    /// Where firings are delivered; `nil` means on the seam's own thread.
+    final let queue: DispatchQueue?
+
+    init(queue: DispatchQueue?) {
+        self.queue = queue
+    }
+
+    /// A firing of `arming`, on ``queue``. Only a timer receives firings, and it overrides
+    /// this.
+    func receive(_ tick: Tick, from arming: UInt64) {
+        preconditionFailure("a FiringReceiver subclass receives firings")
+    }
+}

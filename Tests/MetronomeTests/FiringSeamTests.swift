@@ -1,0 +1,119 @@
+import Dispatch
+import Synchronization
+import Testing
+
+import Metronome
+import MetronomeTesting
+
+/// The path every backend shares, driven through backends that misbehave in the ways a
+/// real one can: refusing, firing from inside `arm`, or firing after a disarm.
+@Suite
+final class FiringSeamTests: Sendable {
+    /// A `ManualTimeline` with faults switched on by the test.
+    final class FaultyBackend: TimerBackend {
+        let timeline = ManualTimeline()
+        /// `arm` refuses, as an engine that was shut down does.
+        let refuses = Atomic<Bool>(false)
+        /// `arm` delivers a first firing itself before returning.
+        let firesWhileArming = Atomic<Bool>(false)
+        /// `disarm` does nothing, so old armings keep firing.
+        let ignoresDisarm = Atomic<Bool>(false)
+
+        func now(_ clock: TimerClock) -> Int64 {
+            self.timeline.now(clock)
+        }
+
+        func arm(
+            _ schedule: TimerSchedule, clock: TimerClock, queue: DispatchQueue?, fire: @escaping @Sendable (Tick) -> Void
+        ) -> (any ArmedTimer)? {
+            guard !self.refuses.load(ordering: .relaxed) else { return nil }
+            if self.firesWhileArming.load(ordering: .relaxed) {
+                let deadline = TimerInstant(nanoseconds: schedule.deadlineNanoseconds)
+                fire(Tick(scheduled: deadline, fired: deadline, missed: 0, sequence: 0))
+            }
+            guard let armed = self.timeline.arm(schedule, clock: clock, queue: queue, fire: fire) else { return nil }
+            return Disarm(armed: armed, backend: self)
+        }
+
+        struct Disarm: ArmedTimer {
+            let armed: any ArmedTimer
+            let backend: FaultyBackend
+
+            func disarm() {
+                if !self.backend.ignoresDisarm.load(ordering: .relaxed) { self.armed.disarm() }
+            }
+        }
+    }
+
+    let backend = FaultyBackend()
+    let fired = Atomic<Int>(0)
+
+    func makeTimer() -> SafeDispatchTimer {
+        SafeDispatchTimer(backend: .custom(self.backend))
+    }
+
+    func schedule(_ timer: SafeDispatchTimer, after delay: Duration, every period: Duration? = nil) -> Bool {
+        timer.schedule(after: delay, every: period) { _ in self.fired.add(1, ordering: .relaxed) }
+    }
+
+    @Test func aRefusedScheduleDoesNothing() {
+        self.backend.refuses.store(true, ordering: .relaxed)
+        let idle = self.makeTimer()
+        #expect(!self.schedule(idle, after: .seconds(1)))
+        #expect(idle.state == .idle)
+
+        let cancelled = self.makeTimer()
+        self.backend.refuses.store(false, ordering: .relaxed)
+        #expect(self.schedule(cancelled, after: .seconds(1)))
+        #expect(cancelled.cancel())
+        self.backend.refuses.store(true, ordering: .relaxed)
+        #expect(!self.schedule(cancelled, after: .seconds(1)))
+        #expect(cancelled.state == .cancelled)
+        #expect(self.backend.timeline.armedCount == 0)
+    }
+
+    /// The previous arming is already disarmed when the new one is refused: the timer
+    /// cannot keep running, so it ends cancelled.
+    @Test func aRefusedRescheduleOrResumeCancels() {
+        let rescheduled = self.makeTimer()
+        let resumed = self.makeTimer()
+        #expect(self.schedule(rescheduled, after: .seconds(1)))
+        #expect(self.schedule(resumed, after: .seconds(1)))
+        #expect(resumed.suspend())
+        self.backend.refuses.store(true, ordering: .relaxed)
+        #expect(!rescheduled.reschedule(after: .seconds(2)))
+        #expect(!resumed.resume())
+        #expect(rescheduled.state == .cancelled)
+        #expect(resumed.state == .cancelled)
+        #expect(self.backend.timeline.armedCount == 0)
+        self.backend.timeline.advance(by: .seconds(5))
+        #expect(self.fired.load(ordering: .relaxed) == 0)
+    }
+
+    /// A timer records its arming before starting it, so a firing that comes before
+    /// `arm` even returns is the current arming's and runs the handler.
+    @Test func aFiringDuringArmingIsDelivered() {
+        self.backend.firesWhileArming.store(true, ordering: .relaxed)
+        let timer = self.makeTimer()
+        #expect(self.schedule(timer, after: .seconds(1)))
+        #expect(self.fired.load(ordering: .relaxed) == 1)
+        #expect(timer.state == .idle, "the one-shot fired")
+    }
+
+    /// Firings of an arming the timer replaced or stopped are dropped by the timer itself,
+    /// whatever the backend still delivers.
+    @Test func firingsOfAReplacedArmingAreDropped() {
+        self.backend.ignoresDisarm.store(true, ordering: .relaxed)
+        let timer = self.makeTimer()
+        #expect(self.schedule(timer, after: .seconds(1), every: .seconds(1)))
+        #expect(timer.reschedule(after: .seconds(10), every: .seconds(10)))
+        self.backend.timeline.advance(by: .seconds(5))
+        #expect(self.fired.load(ordering: .relaxed) == 0, "a replaced arming ran the handler")
+        self.backend.timeline.advance(by: .seconds(5))
+        #expect(self.fired.load(ordering: .relaxed) == 1)
+
+        #expect(timer.cancel())
+        self.backend.timeline.advance(by: .seconds(60))
+        #expect(self.fired.load(ordering: .relaxed) == 1, "a cancelled arming ran the handler")
+    }
+}
