@@ -98,18 +98,13 @@ public struct EngineClock: Clock, Sendable {
                 let armed = timer.schedule(at: deadline, leeway: leeway) { _ in
                     sleep.finish(with: nil)
                 }
-                if !armed {
-                    sleep.finish(with: TimerError.engineShutDown)
-                } else if sleep.isCancelled {
-                    // The cancellation handler ran before the timer was armed, so its
-                    // `cancel()` found nothing to disarm: disarm here instead.
-                    timer.cancel()
-                }
+                // Refused by the backend, or closed by a cancellation that came first and
+                // has already ended the sleep (then this does nothing).
+                if !armed { sleep.finish(with: TimerError.engineShutDown) }
             }
         } onCancel: {
-            // Mark first, then cancel: a concurrent arm either sees the mark or is disarmed here.
             let continuation = sleep.cancel()
-            timer.cancel()
+            timer.close()
             continuation?.resume(throwing: CancellationError())
         }
     }
@@ -136,13 +131,6 @@ private final class SleepState: Sendable {
             guard case .pending = state else { return false }
             state = .waiting(continuation)
             return true
-        }
-    }
-
-    var isCancelled: Bool {
-        self.state.withLockedValue { state in
-            if case .cancelled = state { return true }
-            return false
         }
     }
 

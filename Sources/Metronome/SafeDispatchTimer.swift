@@ -101,6 +101,13 @@ public final class SafeDispatchTimer: Sendable {
         self.core.close()
     }
 
+    /// Cancels the timer for good, before or after it is scheduled: a later `schedule`
+    /// returns `false`. The helpers built on timers hand this to other threads, so that a
+    /// cancellation racing their arming wins either way.
+    func close() {
+        self.core.close()
+    }
+
     /// The timer's state now.
     public var state: State {
         self.core.state

@@ -178,12 +178,9 @@ public final class TimerScheduler: Sendable {
         let armed = timer.schedule(after: max(delay, .zero), every: repeating) { [weak self] _ in
             self?.fired(id)
         }
-        if !armed {
-            self.cancel(id)
-        } else if self.state.withLockedValue({ $0.timers[id] == nil }) {
-            // Cancelled before it was armed: that cancel found nothing to disarm.
-            timer.cancel()
-        }
+        // Refused by the backend, or closed by a cancel that came first and already
+        // reported it (the entry is then gone, and this does nothing).
+        if !armed { self.cancel(id) }
         return id
     }
 
@@ -211,7 +208,8 @@ public final class TimerScheduler: Sendable {
             }
             return removed
         }
-        for timer in removed { timer.cancel() }
+        // Closed, not cancelled: a timer still being armed on another thread stays unarmed.
+        for timer in removed { timer.close() }
         return removed.count
     }
 

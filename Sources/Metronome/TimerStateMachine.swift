@@ -42,6 +42,9 @@ struct TimerStateMachine {
     /// previous arming is already gone.
     private var stateIfRefused: State = .cancelled
 
+    /// Set by ``close()``: the timer never arms again.
+    private var isClosed = false
+
     /// The latest deadline of the current schedule a handler was run for. Resuming never
     /// arms at or before it, whatever `now` the caller read: a clock read before a tick was
     /// delivered must not bring that tick's deadline back.
@@ -63,14 +66,14 @@ struct TimerStateMachine {
         case reject
     }
 
-    /// Schedules an idle or cancelled timer.
+    /// Schedules an idle or cancelled timer, unless it was closed.
     mutating func schedule(_ schedule: TimerSchedule) -> ScheduleAction {
         switch self.state {
-        case .idle, .cancelled:
+        case .idle where !self.isClosed, .cancelled where !self.isClosed:
             self.stateIfRefused = self.state
             self.lastDelivered = nil
             return .arm(self.arming(schedule))
-        case .running, .suspended:
+        case .idle, .cancelled, .running, .suspended:
             return .reject
         }
     }
@@ -158,6 +161,16 @@ struct TimerStateMachine {
         case .idle, .cancelled:
             return .reject
         }
+    }
+
+    /// Cancels the timer for good: its owner is gone, or gave it up from another thread.
+    ///
+    /// Closing comes first and wins whichever way it races a schedule: a schedule after it is
+    /// refused, and one before it is cancelled. That is what lets an owner hand a timer's
+    /// cancellation to another thread without re-checking after arming.
+    mutating func close() -> StopAction {
+        self.isClosed = true
+        return self.cancel()
     }
 
     /// The seam reserved `arming` for the arming action `generation`. Returns whether to

@@ -296,6 +296,18 @@ private let transitions: [Transition] =
         #expect(resumed.state == .cancelled)
     }
 
+    /// Closing acts as a cancel and then refuses every schedule, so a close from another
+    /// thread wins whether it comes before or after the owner's arming.
+    @Test(arguments: StartState.allCases)
+    func aClosedTimerNeverArmsAgain(_ start: StartState) {
+        var closed = start.make()
+        var cancelled = start.make()
+        #expect(closed.close() == cancelled.cancel())
+        #expect(closed.state == cancelled.state)
+        #expect(closed.schedule(oneShot) == .reject)
+        #expect(closed.state == cancelled.state)
+    }
+
     @Test(arguments: [
         (now: Int64(0), deadline: Int64(1_000)),
         (now: 999, deadline: 1_000),

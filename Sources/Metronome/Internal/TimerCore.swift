@@ -202,9 +202,9 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
-    /// The owner is gone: stop firing, whatever the state.
+    /// Stops firing for good, whatever the state: later schedules are refused.
     func close() {
-        _ = self.cancel()
+        _ = self.carryOut(self.storage.withLockedValue { $0.machine.close() })
     }
 
     /// Reserves an arming, records it, and only then starts it, so that its first firing
