@@ -1,10 +1,12 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-// The library needs only libevent and the toolchain: this package declares no package
-// dependencies. The CLI, its measurements and the micro-benchmarks live in Benchmarks/, a
-// package of their own that depends on this one by path (`make test` checks a client's
-// graph with scripts/check-client-dependencies.sh).
+// The library needs only libevent and the toolchain. Its two package dependencies,
+// swift-log and swift-metrics, serve `MetronomeObservability` only and only under the
+// traits `Logging` and `Metrics`, which are off by default: a client that does not enable
+// them resolves neither. The CLI, its measurements and the micro-benchmarks live in
+// Benchmarks/, a package of their own that depends on this one by path (`make test` checks
+// a client's graph with scripts/check-client-dependencies.sh).
 let strictSwift: [SwiftSetting] = [
     .treatAllWarnings(as: .error),
     .enableUpcomingFeature("ExistentialAny"),
@@ -15,6 +17,9 @@ let package = Package(
     products: [
         .library(name: "Metronome", targets: ["Metronome"]),
         .library(name: "MetronomeTesting", targets: ["MetronomeTesting"]),
+        // An engine's counters as swift-metrics metrics and its events as swift-log log
+        // events, under the traits of the same names.
+        .library(name: "MetronomeObservability", targets: ["MetronomeObservability"]),
         // The documented C API (CSupport/CMetronome/include/CMetronome.h), for callers that
         // measure or drive the firing core itself, as `metronome scale` does. A product
         // rather than `@_spi`: SPI cannot carry a C module's functions across packages, and
@@ -23,6 +28,14 @@ let package = Package(
         // Runs a package's executables from its tests. A product only so that the
         // Benchmarks package's CLI tests share it; it is not part of the library's API.
         .library(name: "MetronomeTestSupport", targets: ["MetronomeTestSupport"]),
+    ],
+    traits: [
+        .trait(name: "Logging", description: "MetronomeObservability logs an engine's events through swift-log."),
+        .trait(name: "Metrics", description: "MetronomeObservability exports an engine's counters through swift-metrics."),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -39,6 +52,15 @@ let package = Package(
         ),
         .target(name: "Metronome", dependencies: ["CMetronome"], swiftSettings: strictSwift),
         .target(name: "MetronomeTesting", dependencies: ["Metronome"], swiftSettings: strictSwift),
+        .target(
+            name: "MetronomeObservability",
+            dependencies: [
+                "Metronome",
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Logging"])),
+                .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+            ],
+            swiftSettings: strictSwift
+        ),
         // Runs one libdispatch crash pattern per process, so tests can show it dies raw and
         // survives through SafeDispatchTimer (Tests/MetronomeTests/CrashPatternTests.swift).
         .executableTarget(

@@ -4,7 +4,8 @@ import PackageDescription
 // Everything that measures Metronome, in a package of its own so that a client of the
 // library resolves no third-party package: the `metronome` CLI and its measurements
 // (swift-argument-parser, hdrhistogram-swift), the micro-benchmarks (ordo-one/benchmark),
-// and the tests that need them (swift-async-algorithms). It depends on the root by path.
+// and the tests that need them (swift-async-algorithms; swift-log and swift-metrics, with
+// the root's `Logging` and `Metrics` traits on). It depends on the root by path.
 // From the root: `make jitter`, `make bench`, `make test`.
 //
 // `MallocInterposer` is ordo-one/benchmark's malloc-statistics backend on Swift 6.3+; naming
@@ -22,11 +23,13 @@ let package = Package(
         .executable(name: "metronome", targets: ["metronome"])
     ],
     dependencies: [
-        .package(name: "Metronome", path: ".."),
+        .package(name: "Metronome", path: "..", traits: ["Logging", "Metrics"]),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -68,6 +71,18 @@ let package = Package(
                 "MetronomeMeasurements",
                 .product(name: "Metronome", package: "Metronome"),
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+            ]
+        ),
+        .testTarget(
+            name: "MetronomeObservabilityTests",
+            dependencies: [
+                .product(name: "Metronome", package: "Metronome"),
+                .product(name: "MetronomeObservability", package: "Metronome"),
+                .product(name: "MetronomeTesting", package: "Metronome"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
     ],

@@ -37,17 +37,20 @@ extension Duration {
     /// This duration in whole nanoseconds, or `nil` when that does not fit in `Int64`.
     package var representableNanoseconds: Int64? {
         let (seconds, attoseconds) = self.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: nanosecondsPerSecond)
         guard !overflow else { return nil }
-        let (nanoseconds, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        let (nanoseconds, sumOverflow) = whole.addingReportingOverflow(attoseconds / attosecondsPerNanosecond)
         return sumOverflow ? nil : nanoseconds
     }
 
     /// This duration in whole nanoseconds, clamped to `Int64`'s range.
     package var saturatingNanoseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds > 0 ? .max : .min }
-        return whole.addingSaturating(attoseconds / 1_000_000_000)
+        self.representableNanoseconds ?? (self > .zero ? .max : .min)
     }
 }
+
+/// Nanoseconds in a second: deadlines are `Int64` nanoseconds.
+let nanosecondsPerSecond: Int64 = 1_000_000_000
+
+/// Attoseconds in a nanosecond: the unit of `Duration.components`' fraction.
+let attosecondsPerNanosecond: Int64 = 1_000_000_000

@@ -30,7 +30,7 @@ struct DispatchBackend: TimerBackend {
             source.schedule(deadline: .now() + .nanoseconds(Int(delta)), repeating: repeating, leeway: leeway)
         case .wall:
             let wall = DispatchWallTime(
-                timespec: timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                timespec: timespec(tv_sec: Int(deadline / nanosecondsPerSecond), tv_nsec: Int(deadline % nanosecondsPerSecond))
             )
             source.schedule(wallDeadline: wall, repeating: repeating, leeway: leeway)
         }

@@ -21,7 +21,7 @@ enum DispatchConversions {
         let value: Int
         let scale: Int64
         switch interval {
-        case .seconds(let seconds): (value, scale) = (seconds, 1_000_000_000)
+        case .seconds(let seconds): (value, scale) = (seconds, nanosecondsPerSecond)
         case .milliseconds(let milliseconds): (value, scale) = (milliseconds, 1_000_000)
         case .microseconds(let microseconds): (value, scale) = (microseconds, 1_000)
         case .nanoseconds(let nanoseconds): (value, scale) = (nanoseconds, 1)
