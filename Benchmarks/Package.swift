@@ -42,6 +42,8 @@ let package = Package(
             dependencies: [
                 "MetronomeMeasurements",
                 .product(name: "Metronome", package: "Metronome"),
+                // TimerContract: the stress shadow's expected outcomes.
+                .product(name: "MetronomeTesting", package: "Metronome"),
                 .product(name: "CMetronome", package: "Metronome"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

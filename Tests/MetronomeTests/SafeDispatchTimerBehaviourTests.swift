@@ -448,47 +448,38 @@ struct SafeDispatchTimerBehaviourTests {
             [.reschedule, .rescheduleAfter, .rescheduleAt].contains(self)
         }
 
-        /// What StateMachine.md says: the return value (`nil` for `cancelAndWait`), the
-        /// new state, and whether the call's new near deadline should fire.
-        func expected(from start: SafeDispatchTimer.State) -> (returns: Bool?, state: SafeDispatchTimer.State, fires: Bool) {
-            switch (self, start) {
-            case (.scheduleInterval, .idle), (.scheduleInterval, .cancelled),
-                (.scheduleDeadline, .idle), (.scheduleDeadline, .cancelled),
-                (.scheduleAt, .idle), (.scheduleAt, .cancelled),
-                (.scheduleAfter, .idle), (.scheduleAfter, .cancelled):
-                // The one-shot forms fire once and end idle; the interval form repeats.
-                return (true, self == .scheduleInterval ? .running : .idle, true)
-            case (.scheduleInterval, _), (.scheduleDeadline, _), (.scheduleAt, _), (.scheduleAfter, _):
-                return (false, start, false)
-            case (.reschedule, .running), (.rescheduleAfter, .running), (.rescheduleAt, .running):
-                return (true, .idle, true)
-            case (.reschedule, .suspended), (.rescheduleAfter, .suspended), (.rescheduleAt, .suspended):
-                return (true, .suspended, false)
-            case (.reschedule, _), (.rescheduleAfter, _), (.rescheduleAt, _):
-                return (false, start, false)
-            case (.suspend, .running):
-                return (true, .suspended, false)
-            case (.suspend, _):
-                return (false, start, false)
-            case (.resume, .suspended):
-                return (true, .running, false)
-            case (.resume, _):
-                return (false, start, false)
-            case (.cancel, .running), (.cancel, .suspended):
-                return (true, .cancelled, false)
-            case (.cancel, _):
-                return (false, start, false)
-            case (.cancelAndWait, .running), (.cancelAndWait, .suspended),
-                (.cancelAndAwaitHandlers, .running), (.cancelAndAwaitHandlers, .suspended):
-                return (nil, .cancelled, false)
-            case (.cancelAndWait, _), (.cancelAndAwaitHandlers, _):
-                return (nil, start, false)
+        /// The contract's operation this call follows.
+        var operation: TimerContract.Operation {
+            switch self {
+            case .scheduleInterval, .scheduleDeadline, .scheduleAt, .scheduleAfter: .schedule
+            case .reschedule, .rescheduleAfter, .rescheduleAt: .reschedule
+            case .suspend: .suspend
+            case .resume: .resume
+            case .cancel, .cancelAndWait, .cancelAndAwaitHandlers: .cancel
             }
+        }
+
+        /// What `TimerContract` says: the return value (`nil` for the calls that return
+        /// nothing), the state right after the call, whether the call's new near deadline
+        /// fires, and the state once it has.
+        func expected(
+            from start: SafeDispatchTimer.State
+        ) -> (returns: Bool?, state: SafeDispatchTimer.State, fires: Bool, settled: SafeDispatchTimer.State) {
+            let outcome = TimerContract.outcome(of: self.operation, in: start)
+            let returns = [.cancelAndWait, .cancelAndAwaitHandlers].contains(self) ? nil : outcome.accepted
+            // Only the schedule and reschedule calls bring a near deadline; the interval form
+            // repeats, every other form (reschedule too) is a one-shot.
+            let bringsDeadline = self.operation == .schedule || self.operation == .reschedule
+            guard bringsDeadline, outcome.accepted, outcome.state == .running else {
+                return (returns, outcome.state, false, outcome.state)
+            }
+            let firing: TimerContract.Operation = self == .scheduleInterval ? .repeatingFires : .oneShotFires
+            return (returns, outcome.state, true, TimerContract.outcome(of: firing, in: outcome.state).state)
         }
     }
 
     /// Every call from every state: the return value and the state right after the call
-    /// match StateMachine.md, and a rejected call changes nothing (its near deadline never
+    /// match `TimerContract`, and a rejected call changes nothing (its near deadline never
     /// fires, the old far one stays). All calls of one start state run side by side.
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases, Start.allCases)
     func everyCallInEveryStateMatchesTheTable(kind: HarnessKind, start: Start) async throws {
@@ -564,9 +555,7 @@ struct SafeDispatchTimerBehaviourTests {
             }
             #expect(returned == expected.returns, "\(start) → \(row.call) returned \(String(describing: returned))")
             let stateNow = row.timer.state
-            // Right after the call: a call that fires later is still running.
-            let stateRightAfter = expected.fires && expected.state == .idle ? SafeDispatchTimer.State.running : expected.state
-            #expect(stateNow == stateRightAfter, "\(start) → \(row.call) left \(stateNow)")
+            #expect(stateNow == expected.state, "\(start) → \(row.call) left \(stateNow)")
             if expected.fires { firing.append(index) }
         }
 
@@ -594,9 +583,7 @@ struct SafeDispatchTimerBehaviourTests {
             case (_, false):
                 #expect(newFires == 0 && oldFires == 0, "\(start) → \(row.call) fired (new \(newFires), old \(oldFires))")
             }
-            if row.call != .scheduleInterval {
-                #expect(row.timer.state == expected.state, "\(start) → \(row.call) ended \(row.timer.state)")
-            }
+            #expect(row.timer.state == expected.settled, "\(start) → \(row.call) ended \(row.timer.state)")
             row.timer.cancel()
         }
         if let armed = harness.armedCount {

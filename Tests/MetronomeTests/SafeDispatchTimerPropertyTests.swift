@@ -21,6 +21,18 @@ struct SafeDispatchTimerPropertyTests {
     /// Which call was made, for the bookkeeping.
     enum Operation: CaseIterable {
         case schedule, scheduleAt, reschedule, suspend, resume, cancel, cancelAndWait, readState
+
+        /// The contract's operation this call follows; `nil` for reading the state.
+        var contract: TimerContract.Operation? {
+            switch self {
+            case .schedule, .scheduleAt: .schedule
+            case .reschedule: .reschedule
+            case .suspend: .suspend
+            case .resume: .resume
+            case .cancel, .cancelAndWait: .cancel
+            case .readState: nil
+            }
+        }
     }
 
     /// A schedule identified by its phase.
@@ -151,8 +163,8 @@ struct SafeDispatchTimerPropertyTests {
                 let before = model.state
                 let startEpoch = self.epoch.load(ordering: .acquiring)
                 let endEpoch = startEpoch + 1
+                let expected = SafeDispatchTimerPropertyTests.expectedOutcome(operation, from: before)
                 var returned: Bool?
-                var expected: Bool?
                 switch operation {
                 case .schedule, .scheduleAt:
                     let arming = self.newArming(using: &generator)
@@ -165,9 +177,7 @@ struct SafeDispatchTimerPropertyTests {
                         : self.timer.schedule(
                             at: TimerInstant(nanoseconds: arming.deadline), every: .nanoseconds(arming.period),
                             handler: self.handler)
-                    expected = before == .idle || before == .cancelled
                     if returned == true {
-                        model.state = .running
                         model.current = arming.id
                         model.open(arming.id, at: startEpoch)
                     }
@@ -176,7 +186,6 @@ struct SafeDispatchTimerPropertyTests {
                     returned = self.timer.reschedule(
                         deadline: DispatchTime(uptimeNanoseconds: UInt64(arming.deadline)),
                         repeating: .nanoseconds(Int(arming.period)))
-                    expected = before == .running || before == .suspended
                     if returned == true {
                         if before == .running, let old = model.current {
                             model.close(old, at: endEpoch, grace: 1)
@@ -186,41 +195,30 @@ struct SafeDispatchTimerPropertyTests {
                     }
                 case .suspend:
                     returned = self.timer.suspend()
-                    expected = before == .running
-                    if returned == true, let current = model.current {
-                        model.close(current, at: endEpoch, grace: 1)
-                        model.state = .suspended
-                    }
+                    if returned == true, let current = model.current { model.close(current, at: endEpoch, grace: 1) }
                 case .resume:
                     returned = self.timer.resume()
-                    expected = before == .suspended
-                    if returned == true, let current = model.current {
-                        model.open(current, at: startEpoch)
-                        model.state = .running
-                    }
+                    if returned == true, let current = model.current { model.open(current, at: startEpoch) }
                 case .cancel:
                     returned = self.timer.cancel()
-                    expected = before == .running || before == .suspended
                     if returned == true {
                         if before == .running, let current = model.current { model.close(current, at: endEpoch, grace: 1) }
-                        model.state = .cancelled
                         model.current = nil
                     }
                 case .cancelAndWait:
                     self.timer.cancelAndWait()
-                    if before == .running || before == .suspended {
+                    if expected.state != before {
                         if before == .running, let current = model.current { model.close(current, at: endEpoch, grace: 0) }
-                        model.state = .cancelled
                         model.current = nil
-                        returned = true
                     }
                 case .readState:
                     break
                 }
-                if let expected, returned ?? false != expected {
+                if returned != expected.returns {
                     model.mismatches.append("\(operation) from \(before) returned \(String(describing: returned))")
                 }
-                if returned == true {
+                model.state = expected.state
+                if expected.state != before || returned == true {
                     self.epoch.store(endEpoch, ordering: .releasing)
                 }
                 let after = self.timer.state
@@ -342,22 +340,12 @@ struct SafeDispatchTimerPropertyTests {
         )
     }
 
+    /// What `TimerContract` says `operation` returns from `state` (`nil` for the calls that
+    /// return nothing) and leaves behind.
     static func expectedOutcome(_ operation: Operation, from state: SafeDispatchTimer.State) -> (returns: Bool?, state: SafeDispatchTimer.State) {
-        switch (operation, state) {
-        case (.schedule, .idle), (.schedule, .cancelled), (.scheduleAt, .idle), (.scheduleAt, .cancelled): (true, .running)
-        case (.schedule, _), (.scheduleAt, _): (false, state)
-        case (.reschedule, .running), (.reschedule, .suspended): (true, state)
-        case (.reschedule, _): (false, state)
-        case (.suspend, .running): (true, .suspended)
-        case (.suspend, _): (false, state)
-        case (.resume, .suspended): (true, .running)
-        case (.resume, _): (false, state)
-        case (.cancel, .running), (.cancel, .suspended): (true, .cancelled)
-        case (.cancel, _): (false, state)
-        case (.cancelAndWait, .running), (.cancelAndWait, .suspended): (nil, .cancelled)
-        case (.cancelAndWait, _): (nil, state)
-        case (.readState, _): (nil, state)
-        }
+        guard let contract = operation.contract else { return (nil, state) }
+        let outcome = TimerContract.outcome(of: contract, in: state)
+        return (operation == .cancelAndWait ? nil : outcome.accepted, outcome.state)
     }
 
     static func checkNeverEarly(_ entries: [Entry], seed: UInt64, sourceLocation: SourceLocation = #_sourceLocation) {
@@ -424,10 +412,10 @@ struct SafeDispatchTimerPropertyTests {
 
     // MARK: Model checking in virtual time
 
-    /// The reference model for one timer, written from StateMachine.md and
-    /// `TimerSchedule.resumed(at:)`: the transition table, repeating deadlines `d + k·p`, and
-    /// a repeating timer resumed at `now` continuing at the first `d + k·p` strictly after
-    /// `now` (a deadline at the resume instant may have been delivered just before the
+    /// The reference model for one timer: `TimerContract` for the states and return values,
+    /// and from `TimerSchedule.resumed(at:)` the deadlines: repeating deadlines `d + k·p`,
+    /// and a repeating timer resumed at `now` continuing at the first `d + k·p` strictly
+    /// after `now` (a deadline at the resume instant may have been delivered just before the
     /// suspend); a one-shot keeps its deadline and fires at once if it has passed.
     struct ReferenceTimer {
         var state: SafeDispatchTimer.State = .idle
@@ -440,51 +428,50 @@ struct SafeDispatchTimerPropertyTests {
         /// it already due (a one-shot resumed after its deadline).
         var fired: [Int64] = []
 
+        /// Moves to the state the contract gives `operation`; returns whether it accepted it.
+        private mutating func apply(_ operation: TimerContract.Operation) -> Bool {
+            let outcome = TimerContract.outcome(of: operation, in: self.state)
+            self.state = outcome.state
+            return outcome.accepted
+        }
+
         mutating func schedule(deadline: Int64, period: Int64?) -> Bool {
-            guard self.state == .idle || self.state == .cancelled else { return false }
-            (self.state, self.start, self.period, self.next) = (.running, deadline, period, deadline)
+            guard self.apply(.schedule) else { return false }
+            (self.start, self.period, self.next) = (deadline, period, deadline)
             return true
         }
 
         mutating func reschedule(deadline: Int64, period: Int64?) -> Bool {
-            guard self.state == .running || self.state == .suspended else { return false }
+            guard self.apply(.reschedule) else { return false }
             (self.start, self.period, self.next) = (deadline, period, deadline)
             return true
         }
 
         mutating func suspend() -> Bool {
-            guard self.state == .running else { return false }
-            self.state = .suspended
-            return true
+            self.apply(.suspend)
         }
 
         mutating func resume(now: Int64) -> Bool {
-            guard self.state == .suspended else { return false }
+            guard self.apply(.resume) else { return false }
             self.next = self.start
             if let period = self.period, now >= self.start {
                 self.next = self.start + ((now - self.start) / period + 1) * period
             }
             // The resumed schedule starts there (its sequence restarts), as TimerSchedule.resumed(at:).
             self.start = self.next
-            self.state = .running
             return true
         }
 
         mutating func cancel() -> Bool {
-            guard self.state == .running || self.state == .suspended else { return false }
-            self.state = .cancelled
-            return true
+            self.apply(.cancel)
         }
 
-        /// Time moves from `then` to `now`: every deadline at or before `now` fires.
+        /// Time moves from `then` to `now`: every deadline at or before `now` fires, as long
+        /// as the contract lets the timer fire.
         mutating func advance(from then: Int64, to now: Int64) {
-            while self.state == .running, self.next <= now {
+            while self.next <= now, self.apply(self.period == nil ? .oneShotFires : .repeatingFires) {
                 self.fired.append(max(self.next, then))
-                if let period = self.period {
-                    self.next += period
-                } else {
-                    self.state = .idle
-                }
+                if let period = self.period { self.next += period }
             }
         }
     }

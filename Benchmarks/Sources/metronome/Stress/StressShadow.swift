@@ -1,3 +1,6 @@
+import Metronome
+import MetronomeTesting
+
 /// The deadlines one schedule may fire at: one instant, or `start + k · period` for `k ≥ 0`.
 struct StressGrid: Equatable, Sendable {
     var start: Int64
@@ -15,11 +18,11 @@ struct StressGrid: Equatable, Sendable {
 ///
 /// Calls into a timer run outside that lock, from many threads at once, so the order in
 /// which they took effect is unknown when they overlap. Each call therefore brackets itself
-/// with ``begin(arming:)`` and ``end(_:arming:transition:)``: a call that no *arming* call
-/// (schedule, resume, reschedule — anything that can make the timer fire) overlapped knows
-/// the timer's state exactly and tightens the gate; any overlap opens it. While an arming
-/// call is in flight its firing may already have started, so the gate is not checked.
-/// The result is exact where it checks and never reports a race it cannot prove.
+/// with ``begin(_:)`` and ``end(_:_:accepted:)``: a call that no *arming* call (one that
+/// `TimerContract` lets lead to `running`) overlapped knows what it did to the timer, by
+/// the contract, and tightens the gate; any overlap opens it. While an arming call is in
+/// flight its firing may already have started, so the gate is not checked. The result is
+/// exact where it checks and never reports a race it cannot prove.
 struct StressShadow {
     /// Which handler entries are allowed now.
     enum Gate: Equatable {
@@ -31,12 +34,58 @@ struct StressShadow {
         case rescheduled(grid: StressGrid, allowance: Int)
     }
 
-    /// The outcome of one call, applied when no arming call overlapped it.
-    enum Transition: Equatable {
-        case none
-        case run
-        case stop(cause: StressInvariant, allowance: Int)
+    /// A call into the timer, with what judging the handler entries after it needs.
+    enum Call {
+        case schedule
+        /// To `grid`; `allowance` entries of the old schedule may still come.
         case reschedule(StressGrid, allowance: Int)
+        case suspend
+        case resume
+        /// `allowance` entries already under way may still come.
+        case cancel(allowance: Int)
+        case cancelAndWait
+
+        var operation: TimerContract.Operation {
+            switch self {
+            case .schedule: .schedule
+            case .reschedule: .reschedule
+            case .suspend: .suspend
+            case .resume: .resume
+            case .cancel, .cancelAndWait: .cancel
+            }
+        }
+
+        /// Whether the contract lets the call make the timer fire.
+        var arms: Bool {
+            TimerContract.rows.contains { $0.operation == self.operation && $0.outcome.accepted && $0.outcome.state == .running }
+        }
+    }
+
+    /// What a call did to the timer, by the contract: the states its rows lead to.
+    private enum Effect {
+        /// Every row leads to running.
+        case started
+        /// No row leads to running.
+        case stopped
+        /// Every row keeps the state it starts from.
+        case kept
+
+        /// `accepted` is what the call returned; `nil`, for a call that returns nothing,
+        /// takes its accepting and its refusing rows.
+        init(of call: Call, accepted: Bool?) {
+            let rows = TimerContract.rows.filter {
+                $0.operation == call.operation && (accepted == nil || $0.outcome.accepted == accepted)
+            }
+            if rows.allSatisfy({ $0.outcome.state == .running }) {
+                self = .started
+            } else if !rows.contains(where: { $0.outcome.state == .running }) {
+                self = .stopped
+            } else if rows.allSatisfy({ $0.outcome.state == $0.state }) {
+                self = .kept
+            } else {
+                preconditionFailure("TimerContract has \(call) both start and stop a timer")
+            }
+        }
     }
 
     /// A call in progress: the epoch it started in.
@@ -73,39 +122,55 @@ struct StressShadow {
         }
     }
 
-    mutating func begin(arming: Bool) -> Ticket {
-        if arming { self.armingInFlight += 1 }
+    mutating func begin(_ call: Call) -> Ticket {
+        if call.arms { self.armingInFlight += 1 }
         return Ticket(epoch: self.epoch)
     }
 
-    mutating func end(_ ticket: Ticket, arming: Bool, transition: Transition) {
+    /// `call` returned `accepted` (`nil`: it returns nothing).
+    mutating func end(_ ticket: Ticket, _ call: Call, accepted: Bool?) {
+        let arming = call.arms
         let overlapped = self.epoch != ticket.epoch || self.armingInFlight > (arming ? 1 : 0)
         if arming {
             self.armingInFlight -= 1
             self.epoch &+= 1
         }
-        if transition == .none { return }
+        // A refused call changes nothing.
+        guard accepted != false else { return }
         if overlapped {
             self.gate = .open
             return
         }
-        switch (transition, self.gate) {
-        case (.none, _):
-            break
-        case (.run, _):
+        switch (Effect(of: call, accepted: accepted), self.gate) {
+        case (.started, _):
             self.gate = .open
-        case (.stop(let cause, let allowance), .stopped(let oldCause, let oldAllowance)):
+        case (.stopped, .stopped(let oldCause, let oldAllowance)):
             // Nothing was armed since the last stop: no new firing can be in flight.
+            let stop = Self.stop(by: call)
             self.gate =
-                allowance <= oldAllowance
-                ? .stopped(cause: cause, allowance: allowance) : .stopped(cause: oldCause, allowance: oldAllowance)
-        case (.stop(let cause, let allowance), .open), (.stop(let cause, let allowance), .rescheduled):
-            self.gate = .stopped(cause: cause, allowance: allowance)
-        case (.reschedule, .stopped):
+                stop.allowance <= oldAllowance
+                ? .stopped(cause: stop.cause, allowance: stop.allowance) : .stopped(cause: oldCause, allowance: oldAllowance)
+        case (.stopped, .open), (.stopped, .rescheduled):
+            let stop = Self.stop(by: call)
+            self.gate = .stopped(cause: stop.cause, allowance: stop.allowance)
+        case (.kept, .stopped):
             // A suspended timer stays suspended under its new schedule.
             break
-        case (.reschedule(let grid, let allowance), .open), (.reschedule(let grid, let allowance), .rescheduled):
-            self.gate = .rescheduled(grid: grid, allowance: allowance)
+        case (.kept, .open), (.kept, .rescheduled):
+            if case .reschedule(let grid, let allowance) = call { self.gate = .rescheduled(grid: grid, allowance: allowance) }
+        }
+    }
+
+    /// The rule an entry breaks once `call` stopped the timer, and how many entries already
+    /// under way may still come.
+    private static func stop(by call: Call) -> (cause: StressInvariant, allowance: Int) {
+        switch call {
+        case .suspend: (.whileSuspended, 1)
+        case .cancel(let allowance): (.afterCancel, allowance)
+        // From another thread it waits for a running handler; from the timer's own handler
+        // it returns at once, and that handler is the last.
+        case .cancelAndWait: (.afterCancelAndWait, 0)
+        case .schedule, .reschedule, .resume: preconditionFailure("TimerContract has \(call) stop a timer")
         }
     }
 

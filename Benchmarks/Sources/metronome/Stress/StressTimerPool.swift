@@ -97,22 +97,27 @@ final class StressTimerPool: StressSubject {
         case .schedule:
             // Scheduling an empty slot fills it first, so most slots hold a timer.
             let timer =
-                self.slots[slot].withLock { $0 }
+                self.occupant(of: slot)
                 ?? self.install(StressTimer(backend: self.backend, repeating: random.next(below: 10) < 4), in: slot)
             self.schedule(timer, slot: slot, &random)
-        case .reschedule, .suspend, .resume, .cancel, .cancelAndWait, .state:
-            guard let timer = self.slots[slot].withLock({ $0 }) else { break }
-            switch operation {
-            case .reschedule: self.reschedule(timer, fromHandler: false, &random)
-            case .suspend: self.suspend(timer)
-            case .resume: self.resume(timer)
-            case .cancel: self.cancel(timer, fromHandler: false)
-            case .cancelAndWait: self.cancelAndWait(timer)
-            case .state: _ = timer.timer.state
-            case .create, .drop, .schedule: break
-            }
+        case .reschedule:
+            if let timer = self.occupant(of: slot) { self.reschedule(timer, fromHandler: false, &random) }
+        case .suspend:
+            if let timer = self.occupant(of: slot) { self.suspend(timer) }
+        case .resume:
+            if let timer = self.occupant(of: slot) { self.resume(timer) }
+        case .cancel:
+            if let timer = self.occupant(of: slot) { self.cancel(timer, fromHandler: false) }
+        case .cancelAndWait:
+            if let timer = self.occupant(of: slot) { self.cancelAndWait(timer) }
+        case .state:
+            _ = self.occupant(of: slot)?.timer.state
         }
         return operation.rawValue
+    }
+
+    private func occupant(of slot: Int) -> StressTimer? {
+        self.slots[slot].withLock { $0 }
     }
 
     private func install(_ timer: StressTimer, in slot: Int) -> StressTimer {
@@ -139,7 +144,7 @@ final class StressTimerPool: StressSubject {
         let grid = Self.randomGrid(for: stress, &random)
         let ticket = stress.shadow.withLock { shadow in
             shadow.register(grid, token: token)
-            return shadow.begin(arming: true)
+            return shadow.begin(.schedule)
         }
         let shadow = stress.shadow
         let accepted = stress.timer.schedule(
@@ -149,54 +154,48 @@ final class StressTimerPool: StressSubject {
         ) { [weak stress, self] tick in
             self.handle(tick, context: context, shadow: shadow, timer: stress, slot: slot)
         }
-        stress.shadow.withLock { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
+        stress.shadow.withLock { $0.end(ticket, .schedule, accepted: accepted) }
     }
 
     private func reschedule(_ stress: StressTimer, fromHandler: Bool, _ random: inout SplitMix64) {
         let grid = Self.randomGrid(for: stress, &random)
+        // From its own handler, the firing in flight is that handler itself.
+        let call = StressShadow.Call.reschedule(grid, allowance: fromHandler ? 0 : 1)
         let ticket = stress.shadow.withLock { shadow in
             // Any handler may carry it: reschedule keeps whichever one is installed.
             shadow.register(grid, token: nil)
-            return shadow.begin(arming: true)
+            return shadow.begin(call)
         }
         let accepted = stress.timer.reschedule(
             deadline: DispatchTime(uptimeNanoseconds: UInt64(grid.start)),
             repeating: grid.period.map { .nanoseconds(Int($0)) } ?? .never
         )
-        // From its own handler, the firing in flight is that handler itself.
-        let transition: StressShadow.Transition = accepted ? .reschedule(grid, allowance: fromHandler ? 0 : 1) : .none
-        stress.shadow.withLock { $0.end(ticket, arming: true, transition: transition) }
+        stress.shadow.withLock { $0.end(ticket, call, accepted: accepted) }
     }
 
     private func suspend(_ stress: StressTimer) {
-        let ticket = stress.shadow.withLock { $0.begin(arming: false) }
+        let ticket = stress.shadow.withLock { $0.begin(.suspend) }
         let accepted = stress.timer.suspend()
-        let transition: StressShadow.Transition = accepted ? .stop(cause: .whileSuspended, allowance: 1) : .none
-        stress.shadow.withLock { $0.end(ticket, arming: false, transition: transition) }
+        stress.shadow.withLock { $0.end(ticket, .suspend, accepted: accepted) }
     }
 
     private func resume(_ stress: StressTimer) {
-        let ticket = stress.shadow.withLock { $0.begin(arming: true) }
+        let ticket = stress.shadow.withLock { $0.begin(.resume) }
         let accepted = stress.timer.resume()
-        stress.shadow.withLock { $0.end(ticket, arming: true, transition: accepted ? .run : .none) }
+        stress.shadow.withLock { $0.end(ticket, .resume, accepted: accepted) }
     }
 
     private func cancel(_ stress: StressTimer, fromHandler: Bool) {
-        let ticket = stress.shadow.withLock { $0.begin(arming: false) }
+        let call = StressShadow.Call.cancel(allowance: fromHandler ? 0 : 1)
+        let ticket = stress.shadow.withLock { $0.begin(call) }
         let accepted = stress.timer.cancel()
-        let transition: StressShadow.Transition =
-            accepted ? .stop(cause: .afterCancel, allowance: fromHandler ? 0 : 1) : .none
-        stress.shadow.withLock { $0.end(ticket, arming: false, transition: transition) }
+        stress.shadow.withLock { $0.end(ticket, call, accepted: accepted) }
     }
 
-    /// From another thread it waits for a running handler, so nothing may start after it;
-    /// from the timer's own handler it returns at once, and that handler is the last.
     private func cancelAndWait(_ stress: StressTimer) {
-        let ticket = stress.shadow.withLock { $0.begin(arming: false) }
+        let ticket = stress.shadow.withLock { $0.begin(.cancelAndWait) }
         stress.timer.cancelAndWait()
-        stress.shadow.withLock {
-            $0.end(ticket, arming: false, transition: .stop(cause: .afterCancelAndWait, allowance: 0))
-        }
+        stress.shadow.withLock { $0.end(ticket, .cancelAndWait, accepted: nil) }
     }
 
     // MARK: The handler
