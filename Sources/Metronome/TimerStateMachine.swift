@@ -221,5 +221,17 @@ struct TimerStateMachine {
     }
 }
 
+extension TimerStateMachine.State {
+    /// The state as ``SafeDispatchTimer`` reports it: an arming in progress is running.
+    var `public`: SafeDispatchTimer.State {
+        switch self {
+        case .idle: .idle
+        case .running: .running
+        case .suspended: .suspended
+        case .cancelled: .cancelled
+        }
+    }
+}
+
 @available(*, unavailable)
 extension TimerStateMachine: Sendable {}

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import Metronome
+import MetronomeTesting
 
 // Fixtures. Force-unwrapped: the values are valid by construction.
 private let oneShot = TimerSchedule(deadlineNanoseconds: 1_000, leewayNanoseconds: 10)!
@@ -150,8 +151,9 @@ private func unchanged(_ start: StartState, _ state: TimerStateMachine.State, ex
     return TableEvent.allCases.filter { !except.contains($0) }.map { .init(start, $0, unchangedEffect[$0]!, state) }
 }
 
-/// The table in `Metronome.docc/StateMachine.md`, with the arming steps and concrete
-/// generations; every row not listed leaves the state unchanged.
+/// The machine's own table: the public rows of `TimerContract` (checked against it below)
+/// with the arming steps, arming ids and generations behind them; every row not listed
+/// leaves the state unchanged.
 private let transitions: [Transition] =
     [
         .init(.idle, .schedule, .arm(replacement, generation: 1), .running(replacement, generation: 1, arming: nil)),
@@ -201,6 +203,32 @@ private let transitions: [Transition] =
         let effect = row.event.apply(to: &machine)
         #expect(effect == row.effect)
         #expect(machine.state == row.end)
+    }
+
+    /// The public contract, held against the machine: every row of `TimerContract` for a
+    /// state the machine can start from gives the same answer and the same public state.
+    @Test(arguments: [StartState.idle, .runningOneShot, .runningRepeating, .suspended, .cancelled])
+    func machineFollowsTheContract(_ start: StartState) {
+        for operation in TimerContract.Operation.allCases {
+            let event: TableEvent
+            switch operation {
+            case .schedule: event = .schedule
+            case .reschedule: event = .reschedule
+            case .suspend: event = .suspend
+            case .resume: event = .resume
+            case .cancel: event = .cancel
+            // A running timer reaches only the deadlines of its own kind of schedule.
+            case .oneShotFires where start == .runningRepeating, .repeatingFires where start == .runningOneShot:
+                continue
+            case .oneShotFires, .repeatingFires: event = .firedCurrent
+            }
+            var machine = start.make()
+            let before = machine.state.public
+            let effect = event.apply(to: &machine)
+            let expected = TimerContract.outcome(of: operation, in: before)
+            #expect(![.reject, .ignore].contains(effect) == expected.accepted, "\(start.rawValue) + \(operation)")
+            #expect(machine.state.public == expected.state, "\(start.rawValue) + \(operation)")
+        }
     }
 
     @Test func generationsStrictlyIncreaseAcrossArmings() {

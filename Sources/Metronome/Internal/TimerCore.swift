@@ -55,14 +55,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     var state: SafeDispatchTimer.State {
-        self.storage.withLockedValue { storage in
-            switch storage.machine.state {
-            case .idle: .idle
-            case .running: .running
-            case .suspended: .suspended
-            case .cancelled: .cancelled
-            }
-        }
+        self.storage.withLockedValue { $0.machine.state.public }
     }
 
     func now() -> Int64 {
