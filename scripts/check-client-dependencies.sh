@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds a throw-away client of the root package's `Metronome` and `MetronomeTesting`
-# products and fails if the client resolves any package besides Metronome, or if its
-# binary links Foundation. A client must get the toolchain and libevent, nothing else;
-# this catches a dependency or an `import Foundation` slipping back into the library.
+# Builds a throw-away client of the root package's `Metronome`, `MetronomeTesting` and
+# `MetronomeObservability` products, with no trait turned on, and fails if the client
+# resolves any package besides Metronome, or if its binary links Foundation. A client must
+# get the toolchain and libevent, nothing else; this catches a dependency (or one that its
+# trait no longer guards) or an `import Foundation` slipping back into the library.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 swift="${SWIFT:-swift}"
@@ -20,12 +21,14 @@ let package = Package(
         .executableTarget(name: "Client", dependencies: [
             .product(name: "Metronome", package: "Metronome"),
             .product(name: "MetronomeTesting", package: "Metronome"),
+            .product(name: "MetronomeObservability", package: "Metronome"),
         ])
     ]
 )
 MANIFEST
 cat > "$client/Sources/Client/main.swift" <<'SOURCE'
 import Metronome
+import MetronomeObservability
 import MetronomeTesting
 
 let timeline = ManualTimeline()
