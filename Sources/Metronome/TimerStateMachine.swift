@@ -37,10 +37,10 @@ struct TimerStateMachine {
     /// The last generation handed out; only ever increases (wrapping after 2^64 armings).
     private var lastGeneration: UInt64 = 0
 
-    /// Where a refused arming leaves the timer: where `schedule` found it (a refused
-    /// schedule does nothing), or cancelled after a refused reschedule or resume, whose
-    /// previous arming is already gone.
-    private var stateIfRefused: State = .cancelled
+    /// Whether a refused arming leaves the timer idle: only when `schedule` found it idle
+    /// (a refused schedule does nothing). Otherwise it ends cancelled: a refused schedule
+    /// found it so, and a refused reschedule or resume has lost its previous arming.
+    private var idleIfRefused = false
 
     /// Set by ``close()``: the timer never arms again.
     private var isClosed = false
@@ -70,7 +70,7 @@ struct TimerStateMachine {
     mutating func schedule(_ schedule: TimerSchedule) -> ScheduleAction {
         switch self.state {
         case .idle where !self.isClosed, .cancelled where !self.isClosed:
-            self.stateIfRefused = self.state
+            self.idleIfRefused = self.state == .idle
             self.lastDelivered = nil
             return .arm(self.arming(schedule))
         case .idle, .cancelled, .running, .suspended:
@@ -92,7 +92,7 @@ struct TimerStateMachine {
     mutating func reschedule(_ schedule: TimerSchedule) -> RescheduleAction {
         switch self.state {
         case .running(_, _, let previous):
-            self.stateIfRefused = .cancelled
+            self.idleIfRefused = false
             self.lastDelivered = nil
             return .rearm(disarming: previous, self.arming(schedule))
         case .suspended:
@@ -142,7 +142,7 @@ struct TimerStateMachine {
     mutating func resume(now: Int64) -> ResumeAction {
         switch self.state {
         case .suspended(let schedule):
-            self.stateIfRefused = .cancelled
+            self.idleIfRefused = false
             return .arm(self.arming(schedule.resumed(at: max(now, self.lastDelivered ?? now))))
         case .idle, .running, .cancelled:
             return .reject
@@ -187,7 +187,7 @@ struct TimerStateMachine {
     /// the owner disarms an arming it reserved.
     mutating func refused(generation: UInt64) -> Bool {
         guard case .running(_, generation, _) = self.state else { return false }
-        self.state = self.stateIfRefused
+        self.state = self.idleIfRefused ? .idle : .cancelled
         return true
     }
 

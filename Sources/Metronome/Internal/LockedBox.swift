@@ -1,25 +1,18 @@
 import Glibc
 
-/// A value behind a pthread mutex, with a condition to wait on.
+/// A value behind a pthread mutex.
 ///
 /// `Synchronization.Mutex` draws a false ThreadSanitizer report on Swift 6.3.1 (an 8-task
 /// increment test failed 3 of 3 runs under TSan; a pthread box ran clean);
 /// this is NIO's `NIOLockedValueBox` pattern: a struct around one `ManagedBuffer` that
-/// holds the value with the mutex and condition tail-allocated after it, at an address
-/// that never moves. One allocation, and one cache line touched per locked access.
+/// holds the value with the mutex tail-allocated after it, at an address that never moves. One allocation, and one cache line touched per locked access.
 /// Copies share the one buffer.
 package struct LockedBox<Value>: @unchecked Sendable {
-    private struct Primitives {
-        var mutex = pthread_mutex_t()
-        var condition = pthread_cond_t()
-    }
-
-    private final class Storage: ManagedBuffer<Value, Primitives> {
+    private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
         deinit {
-            self.withUnsafeMutablePointerToElements { primitives in
-                pthread_cond_destroy(&primitives.pointee.condition)
-                pthread_mutex_destroy(&primitives.pointee.mutex)
-                primitives.deinitialize(count: 1)
+            self.withUnsafeMutablePointerToElements { mutex in
+                pthread_mutex_destroy(mutex)
+                mutex.deinitialize(count: 1)
             }
             // ManagedBuffer destroys the header (the value) itself.
         }
@@ -29,40 +22,19 @@ package struct LockedBox<Value>: @unchecked Sendable {
 
     package init(_ value: Value) {
         let buffer = Storage.create(minimumCapacity: 1) { _ in value }
-        buffer.withUnsafeMutablePointerToElements { primitives in
-            primitives.initialize(to: Primitives())
-            pthread_mutex_init(&primitives.pointee.mutex, nil)
-            pthread_cond_init(&primitives.pointee.condition, nil)
+        buffer.withUnsafeMutablePointerToElements { mutex in
+            mutex.initialize(to: pthread_mutex_t())
+            pthread_mutex_init(mutex, nil)
         }
         // `create` returns the base class type; the instance is our subclass.
         self.storage = unsafeDowncast(buffer, to: Storage.self)
     }
 
     package func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try self.storage.withUnsafeMutablePointers { value, primitives in
-            pthread_mutex_lock(&primitives.pointee.mutex)
-            defer { pthread_mutex_unlock(&primitives.pointee.mutex) }
+        try self.storage.withUnsafeMutablePointers { value, mutex in
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
             return try body(&value.pointee)
-        }
-    }
-
-    /// Blocks until `predicate` holds, re-checking whenever ``broadcast()`` is called.
-    package func wait(until predicate: (Value) -> Bool) {
-        self.storage.withUnsafeMutablePointers { value, primitives in
-            pthread_mutex_lock(&primitives.pointee.mutex)
-            while !predicate(value.pointee) {
-                pthread_cond_wait(&primitives.pointee.condition, &primitives.pointee.mutex)
-            }
-            pthread_mutex_unlock(&primitives.pointee.mutex)
-        }
-    }
-
-    /// Wakes every ``wait(until:)``; call after changing what they wait for.
-    package func broadcast() {
-        self.storage.withUnsafeMutablePointerToElements { primitives in
-            pthread_mutex_lock(&primitives.pointee.mutex)
-            pthread_cond_broadcast(&primitives.pointee.condition)
-            pthread_mutex_unlock(&primitives.pointee.mutex)
         }
     }
 }

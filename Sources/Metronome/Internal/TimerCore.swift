@@ -15,14 +15,27 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         let run: @Sendable (Tick) -> Void
     }
 
+    /// A caller waiting for the running handlers: a thread blocked on a semaphore, or a
+    /// suspended task. Made only when a handler runs, so an idle timer carries none.
+    private enum HandlerWaiter {
+        case blocked(DispatchSemaphore)
+        case suspended(CheckedContinuation<Void, Never>)
+
+        func release() {
+            switch self {
+            case .blocked(let semaphore): semaphore.signal()
+            case .suspended(let continuation): continuation.resume()
+            }
+        }
+    }
+
     private struct Storage {
         var machine = TimerStateMachine()
         var handler: Handler?
         var handlersRunning = 0
-        /// Callers of `cancelAndWait` waiting for handlers: a firing broadcasts only then.
-        var waiters = 0
-        /// Tasks suspended in `cancelAndAwaitHandlers`, resumed when no handler runs.
-        var suspendedWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Callers waiting in `cancelAndWait` or `cancelAndAwaitHandlers` for the running
+        /// handlers to finish; the last handler to finish releases them.
+        var handlerWaiters: [HandlerWaiter] = []
     }
 
     private let storage = LockedBox(Storage())
@@ -178,20 +191,24 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     func cancelAndWait() {
         _ = self.cancel()
         guard !CurrentHandler.isRunning(for: self) else { return }
-        self.storage.withLockedValue { $0.waiters += 1 }
-        self.storage.wait { $0.handlersRunning == 0 }
-        self.storage.withLockedValue { $0.waiters -= 1 }
+        let semaphore = DispatchSemaphore(value: 0)
+        guard self.wait(.blocked(semaphore)) else { return }
+        semaphore.wait()
     }
 
     func cancelAndAwaitHandlers() async {
         _ = self.cancel()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let idle = self.storage.withLockedValue { storage in
-                guard storage.handlersRunning > 0 else { return true }
-                storage.suspendedWaiters.append(continuation)
-                return false
-            }
-            if idle { continuation.resume() }
+            if !self.wait(.suspended(continuation)) { continuation.resume() }
+        }
+    }
+
+    /// Queues `waiter` for the running handlers; `false` when none runs.
+    private func wait(_ waiter: HandlerWaiter) -> Bool {
+        self.storage.withLockedValue { storage in
+            guard storage.handlersRunning > 0 else { return false }
+            storage.handlerWaiters.append(waiter)
+            return true
         }
     }
 
@@ -244,15 +261,13 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
         guard let handler else { return }
         CurrentHandler.run(for: self) { handler.run(tick) }
-        let (wake, suspended) = self.storage.withLockedValue { storage in
+        let waiters = self.storage.withLockedValue { storage -> [HandlerWaiter]? in
             storage.handlersRunning -= 1
-            guard storage.handlersRunning == 0 else { return (false, nil as [CheckedContinuation<Void, Never>]?) }
             // Taken only when there are waiters: the common firing touches no array.
-            let suspended = storage.suspendedWaiters.isEmpty ? nil : storage.suspendedWaiters
-            if suspended != nil { storage.suspendedWaiters = [] }
-            return (storage.waiters > 0, suspended)
+            guard storage.handlersRunning == 0, !storage.handlerWaiters.isEmpty else { return nil }
+            defer { storage.handlerWaiters = [] }
+            return storage.handlerWaiters
         }
-        if wake { self.storage.broadcast() }
-        suspended?.forEach { $0.resume() }
+        waiters?.forEach { $0.release() }
     }
 }
