@@ -81,8 +81,9 @@ public struct EngineClock: Clock, Sendable {
     ///   - deadline: The instant to wake at, on ``clock``.
     ///   - tolerance: How late the wake-up may be, to share wake-ups; `nil` means none.
     /// - Throws: `CancellationError` if the task is cancelled before or during the sleep (the
-    ///   timer is then disarmed before this returns); ``TimerError/engineShutDown`` when the
-    ///   backend cannot arm the timer (an engine that was shut down).
+    ///   timer is then disarmed before this returns); the ``TimerError`` with which the
+    ///   backend refused to arm the timer: `ESHUTDOWN` for an engine that was shut down,
+    ///   `ENOMEM` when memory ran out.
     public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
         if deadline <= self.now { return }
@@ -95,12 +96,15 @@ public struct EngineClock: Clock, Sendable {
                     continuation.resume(throwing: CancellationError())
                     return
                 }
-                let armed = timer.schedule(at: deadline, leeway: leeway) { _ in
-                    sleep.finish(with: nil)
+                do {
+                    // `false` only when closed by a cancellation that came first, which has
+                    // ended the sleep already.
+                    _ = try timer.scheduleReportingRefusal(at: deadline, leeway: leeway) { _ in
+                        sleep.finish(with: nil)
+                    }
+                } catch {
+                    sleep.finish(with: error)
                 }
-                // Refused by the backend, or closed by a cancellation that came first and
-                // has already ended the sleep (then this does nothing).
-                if !armed { sleep.finish(with: TimerError.engineShutDown) }
             }
         } onCancel: {
             let continuation = sleep.cancel()

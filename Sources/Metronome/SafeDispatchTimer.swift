@@ -101,6 +101,11 @@ public final class SafeDispatchTimer: Sendable {
         self.core.close()
     }
 
+    /// Schedules a validated schedule; a backend's refusal is `false`, as documented.
+    private func start(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) -> Bool {
+        (try? self.core.schedule(schedule, handler: handler)) ?? false
+    }
+
     /// Cancels the timer for good, before or after it is scheduled: a later `schedule`
     /// returns `false`. The helpers built on timers hand this to other threads, so that a
     /// cancellation racing their arming wins either way.
@@ -141,7 +146,7 @@ public final class SafeDispatchTimer: Sendable {
         guard let schedule = TimerSchedule(deadlineNanoseconds: start, periodNanoseconds: period) else {
             return false
         }
-        return self.core.schedule(schedule) { _ in handler() }
+        return self.start(schedule) { _ in handler() }
     }
 
     /// Fires `handler` at `deadline` and then every `repeating`, each firing allowed to be
@@ -163,7 +168,7 @@ public final class SafeDispatchTimer: Sendable {
         guard let schedule = self.core.schedule(deadline: deadline, repeating: repeating, leeway: leeway) else {
             return false
         }
-        return self.core.schedule(schedule, handler: handler)
+        return self.start(schedule, handler: handler)
     }
 
     /// Fires `handler` at `deadline` on the timer's own clock and then every `period`.
@@ -180,6 +185,18 @@ public final class SafeDispatchTimer: Sendable {
         leeway: Duration = .zero,
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
+        (try? self.scheduleReportingRefusal(at: deadline, every: period, leeway: leeway, handler: handler)) ?? false
+    }
+
+    /// ``schedule(at:every:leeway:handler:)`` telling the two refusals apart, for the types
+    /// built on timers: `false` when the state or the values refuse, the backend's error
+    /// thrown when it cannot arm.
+    func scheduleReportingRefusal(
+        at deadline: TimerInstant,
+        every period: Duration? = nil,
+        leeway: Duration,
+        handler: @escaping @Sendable (Tick) -> Void
+    ) throws(TimerError) -> Bool {
         guard
             let schedule = TimerSchedule(
                 deadlineNanoseconds: deadline.nanoseconds,
@@ -187,7 +204,7 @@ public final class SafeDispatchTimer: Sendable {
                 leewayNanoseconds: leeway.saturatingNanoseconds
             )
         else { return false }
-        return self.core.schedule(schedule, handler: handler)
+        return try self.core.schedule(schedule, handler: handler)
     }
 
     /// Fires `handler` after `delay` and then every `period`, each firing allowed to be up
@@ -220,7 +237,7 @@ public final class SafeDispatchTimer: Sendable {
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
         guard let schedule = self.core.schedule(after: delay, every: period, leeway: leeway) else { return false }
-        return self.core.schedule(schedule, handler: handler)
+        return self.start(schedule, handler: handler)
     }
 
     /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.

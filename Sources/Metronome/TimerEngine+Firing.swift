@@ -1,34 +1,40 @@
 internal import CMetronome
 @preconcurrency import Dispatch
+import Glibc
 
 /// The engine behind the firing seam: an arming is a C timer whose context is the receiver,
 /// retained until the engine releases the timer. Arming allocates nothing, and a firing
 /// reaches its receiver through that one pointer, with no retain and release.
 extension TimerEngine: TimerFiring {
-    func reserve(for receiver: FiringReceiver) -> UInt64? {
-        guard let raw = self.raw else { return nil }
+    func reserve(for receiver: FiringReceiver) throws(TimerError) -> UInt64 {
+        // An engine that failed to start is one that can arm nothing.
+        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_create") }
         let context = Unmanaged.passRetained(receiver)
         var id: mtr_timer_id = 0
-        guard mtr_timer_create(raw, context.toOpaque(), &id) == 0 else {
+        do {
+            try coreCall("mtr_timer_create") { mtr_timer_create(raw, context.toOpaque(), &id) }
+        } catch {
             context.release()
-            return nil
+            throw error
         }
         return id
     }
 
-    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) -> Bool {
-        guard let raw = self.raw else { return false }
-        let code =
-            if let period = schedule.periodNanoseconds {
-                mtr_timer_arm_repeating(
-                    raw, arming, clock.coreClock, schedule.deadlineNanoseconds, period, schedule.leewayNanoseconds)
-            } else {
-                mtr_timer_arm_once(raw, arming, clock.coreClock, schedule.deadlineNanoseconds, schedule.leewayNanoseconds)
+    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) {
+        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_arm") }
+        let deadline = schedule.deadlineNanoseconds
+        let leeway = schedule.leewayNanoseconds
+        if let period = schedule.periodNanoseconds {
+            try coreCall("mtr_timer_arm_repeating") {
+                mtr_timer_arm_repeating(raw, arming, clock.coreClock, deadline, period, leeway)
             }
-        return code == 0
+        } else {
+            try coreCall("mtr_timer_arm_once") { mtr_timer_arm_once(raw, arming, clock.coreClock, deadline, leeway) }
+        }
     }
 
     /// Retires the C timer; the engine releases its receiver once no callback of it runs.
+    /// The id is always one this engine handed out, so the only answer is 0.
     func disarm(_ arming: UInt64) {
         if let raw = self.raw { _ = mtr_timer_destroy(raw, arming) }
     }

@@ -103,8 +103,11 @@ struct EngineClockTests {
         let engine = try makeEngine()
         engine.shutdown()
         let clock = EngineClock(engine: engine)
-        await #expect(throws: TimerError.self) {
+        let error = await #expect(throws: TimerError.self) {
             try await clock.sleep(until: clock.now.advanced(by: .milliseconds(1)))
         }
+        // The core's own answer, naming the call that refused.
+        #expect(error?.code == ESHUTDOWN)
+        #expect(error?.operation == "mtr_timer_create")
     }
 }

@@ -1,4 +1,5 @@
 @preconcurrency import Dispatch
+import Glibc
 
 /// A public ``TimerBackend`` (GCD, a test double) behind the firing seam.
 ///
@@ -31,7 +32,7 @@ final class BackendFiring: TimerFiring {
         self.backend.now(clock)
     }
 
-    func reserve(for receiver: FiringReceiver) -> UInt64? {
+    func reserve(for receiver: FiringReceiver) -> UInt64 {
         self.armings.withLockedValue { armings in
             armings.lastID += 1
             armings.byID[armings.lastID] = Arming(receiver: receiver)
@@ -39,12 +40,14 @@ final class BackendFiring: TimerFiring {
         }
     }
 
-    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) -> Bool {
-        guard let receiver = self.armings.withLockedValue({ $0.byID[arming]?.receiver }) else { return false }
+    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) {
+        // Gone: a later transition disarmed this arming before it started.
+        guard let receiver = self.armings.withLockedValue({ $0.byID[arming]?.receiver }) else { return }
         let handle = self.backend.arm(schedule, clock: clock, queue: receiver.queue) { [weak receiver] tick in
             receiver?.receive(tick, from: arming)
         }
-        guard let handle else { return false }
+        // A backend says only that it can arm no more, as an engine that was shut down.
+        guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }
         // A disarm that came first removed the arming: the handle is stopped here instead.
         let kept = self.armings.withLockedValue { armings in
             guard armings.byID[arming] != nil else { return false }
@@ -52,7 +55,6 @@ final class BackendFiring: TimerFiring {
             return true
         }
         if !kept { handle.disarm() }
-        return true
     }
 
     func disarm(_ arming: UInt64) {

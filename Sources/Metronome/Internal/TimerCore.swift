@@ -98,14 +98,18 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         )
     }
 
-    func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) -> Bool {
+    /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
+    /// the backend refused.
+    func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
         let action = self.storage.withLockedValue { storage in
             let action = storage.machine.schedule(schedule)
             if case .arm = action { storage.handler = Handler(run: handler) }
             return action
         }
         switch action {
-        case .arm(let arm): return self.carryOut(arm)
+        case .arm(let arm):
+            try self.carryOut(arm)
+            return true
         case .reject: return false
         }
     }
@@ -166,7 +170,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         switch action {
         case .rearm(let previous, let arm):
             if let previous { self.firing.disarm(previous) }
-            return self.carryOut(arm)
+            return self.accepted(arm)
         case .keepSuspended: return true
         case .reject: return false
         }
@@ -179,7 +183,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     func resume() -> Bool {
         let now = self.now()
         switch self.storage.withLockedValue({ $0.machine.resume(now: now) }) {
-        case .arm(let arm): return self.carryOut(arm)
+        case .arm(let arm): return self.accepted(arm)
         case .reject: return false
         }
     }
@@ -220,22 +224,36 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Reserves an arming, records it, and only then starts it, so that its first firing
     /// always finds it current. The machine decides what an overtaken or refused arming
     /// means; whatever is not kept is disarmed here.
-    private func carryOut(_ arm: TimerStateMachine.Arm) -> Bool {
-        guard let arming = self.firing.reserve(for: self) else {
-            _ = self.storage.withLockedValue { $0.machine.refused(generation: arm.generation) }
-            return false
+    ///
+    /// - Throws: The backend's refusal, when it stopped the timer. An arming overtaken by a
+    ///   later transition is not an error: that transition owns the timer.
+    private func carryOut(_ arm: TimerStateMachine.Arm) throws(TimerError) {
+        let arming: UInt64
+        do {
+            arming = try self.firing.reserve(for: self)
+        } catch {
+            try self.refused(arm, error)
+            return
         }
         guard self.storage.withLockedValue({ $0.machine.armed(generation: arm.generation, arming: arming) }) else {
-            // Overtaken by a later transition, which now owns the timer.
             self.firing.disarm(arming)
-            return true
+            return
         }
-        guard self.firing.start(arming, arm.schedule, clock: self.clock) else {
+        do {
+            try self.firing.start(arming, arm.schedule, clock: self.clock)
+        } catch {
             self.firing.disarm(arming)
-            _ = self.storage.withLockedValue { $0.machine.refused(generation: arm.generation) }
-            return false
+            try self.refused(arm, error)
         }
-        return true
+    }
+
+    /// Carries out an accepted arming: `false` when the backend refused it.
+    private func accepted(_ arm: TimerStateMachine.Arm) -> Bool {
+        (try? self.carryOut(arm)) != nil
+    }
+
+    private func refused(_ arm: TimerStateMachine.Arm, _ error: TimerError) throws(TimerError) {
+        if self.storage.withLockedValue({ $0.machine.refused(generation: arm.generation) }) { throw error }
     }
 
     private func carryOut(_ stop: TimerStateMachine.StopAction) -> Bool {

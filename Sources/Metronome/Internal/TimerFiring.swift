@@ -10,13 +10,17 @@ protocol TimerFiring: AnyObject, Sendable {
     /// The current time on `clock`, in nanoseconds, as this seam's firings measure it.
     func now(_ clock: TimerClock) -> Int64
 
-    /// A new arming whose firings will go to `receiver`, not yet started; `nil` when the
-    /// seam can arm no more (an engine that was shut down).
-    func reserve(for receiver: FiringReceiver) -> UInt64?
+    /// A new arming whose firings will go to `receiver`, not yet started.
+    ///
+    /// - Throws: Why the seam can arm no more: `ESHUTDOWN` for an engine that was shut down,
+    ///   `ENOMEM` when memory ran out.
+    func reserve(for receiver: FiringReceiver) throws(TimerError) -> UInt64
 
-    /// Starts a reserved arming; `false` when the seam refuses it (shut down meanwhile).
-    /// The arming still needs ``disarm(_:)`` either way.
-    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) -> Bool
+    /// Starts a reserved arming. Starting one that was disarmed meanwhile does nothing.
+    ///
+    /// - Throws: Why the seam refused it, such as `ESHUTDOWN` for an engine shut down
+    ///   since the reservation. The arming still needs ``disarm(_:)``.
+    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError)
 
     /// Stops an arming's firings, started or not, and releases it. Never waits for a
     /// running firing.
