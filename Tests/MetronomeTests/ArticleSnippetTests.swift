@@ -5,23 +5,20 @@ import Metronome
 import MetronomeTesting
 
 /// The code of every article in `Metronome.docc`, kept compiling and running here. Each
-/// snippet is copied as the article shows it; what surrounds it makes it checkable.
+/// snippet is copied as the article shows it (DocumentationSnippetTests keeps the two equal);
+/// what surrounds it makes it checkable.
 @Suite
 struct ArticleSnippetTests {
     // MARK: GettingStarted.md
 
+    /// On the shared engine, in real time, but each state is read without waiting for a firing.
     @Test(.timeLimit(.minutes(1)))
-    func gettingStarted() async throws {
-        let timeline = ManualTimeline()
-        let fired = Locked(0)
-        // In the article, `SafeDispatchTimer()`: the shared engine.
-        let timer = SafeDispatchTimer(backend: .custom(timeline))
+    func gettingStarted() async {
+        let timer = SafeDispatchTimer()                          // on the shared engine
         timer.schedule(after: .milliseconds(10), every: .milliseconds(1), leeway: .microseconds(100)) { tick in
             if tick.missed > 0 { print("fell behind by \(tick.missed) periods") }
-            fired.withLock { $0 += 1 }
         }
-        timeline.advance(by: .milliseconds(12))
-        #expect(fired.current == 3)
+        #expect(timer.state == .running)
 
         timer.suspend()                                          // false unless running
         timer.resume()                                           // false unless suspended
@@ -53,8 +50,8 @@ struct ArticleSnippetTests {
 
     @Test(.timeLimit(.minutes(1)))
     func sleepingOnTheEngine() async throws {
+        let start = TimerClock.monotonic.now()
         let clock = EngineClock()                                // the shared engine, monotonic
-        let start = clock.now
         try await Task.sleep(for: .milliseconds(5), tolerance: .microseconds(50), clock: clock)
         #expect(clock.now >= start.advanced(by: .milliseconds(5)))
 
@@ -99,9 +96,7 @@ struct ArticleSnippetTests {
     // MARK: ExpiringValues.md
 
     final class Connection: Sendable {
-        let closed = Locked(false)
-
-        func close() { self.closed.withLock { $0 = true } }
+        func close() {}
     }
 
     func track(_ connection: Connection) -> ExpiringValue<Connection> {
@@ -114,6 +109,8 @@ struct ArticleSnippetTests {
         return true
     }
 
+    /// `track` arms its timer on the shared engine, whose expiry would take 30 real seconds;
+    /// the expiry is shown on virtual time with the same value, lifetime and handler.
     @Test(.timeLimit(.minutes(1)))
     func expiringValues() {
         let tracked = self.track(Connection())
@@ -121,14 +118,16 @@ struct ArticleSnippetTests {
         #expect(tracked.invalidate() != nil)
         #expect(!self.handleRequest(on: tracked))
 
-        // The same on virtual time: untouched for its lifetime, the connection is closed.
         let timeline = ManualTimeline()
-        let connection = Connection()
-        let session = ExpiringValue(connection, lifetime: .seconds(30), backend: .custom(timeline)) { $0.close() }
+        let expired = Locked(false)
+        let session = ExpiringValue(Connection(), lifetime: .seconds(30), backend: .custom(timeline)) {
+            $0.close()
+            expired.withLock { $0 = true }
+        }
         timeline.advance(by: .seconds(20))
         #expect(self.handleRequest(on: session))
         timeline.advance(by: .seconds(30))
-        #expect(connection.closed.current)
+        #expect(expired.current)
         #expect(!self.handleRequest(on: session))
     }
 
@@ -163,18 +162,25 @@ struct ArticleSnippetTests {
     // MARK: TestingWithVirtualTime.md
 
     @Test(.timeLimit(.minutes(1)))
-    func testingWithVirtualTime() async throws {
+    func testingWithVirtualTime() {
         let timeline = ManualTimeline()
         let timer = SafeDispatchTimer(backend: .custom(timeline))
         timer.schedule(after: .seconds(5), every: .seconds(5)) { tick in print("poll", tick.sequence) }
         timeline.advance(by: .seconds(15))                       // three polls, here and now
+        // Polled at 5, 10 and 15 s: the next poll is the timeline's only deadline, at 20 s.
         #expect(timer.state == .running)
+        #expect(timeline.runUntilIdle(limit: 1) == 1)
+        #expect(timeline.now == TimerInstant(nanoseconds: 0).advanced(by: .seconds(20)))
+    }
 
+    @Test(.timeLimit(.minutes(1)))
+    func codeThatSleeps() async throws {
+        let timeline = ManualTimeline()
         let clock = timeline.clock
         let sleeper = Task { try await Task.sleep(for: .seconds(30), clock: clock) }
-        await timeline.waitForArmedTimers(2)                     // the article's timeline has only the sleep
+        await timeline.waitForArmedTimers(1)
         timeline.advance(by: .seconds(30))
         try await sleeper.value                                  // returned without waiting 30 s
-        timer.cancel()
+        #expect(timeline.armedCount == 0)
     }
 }
