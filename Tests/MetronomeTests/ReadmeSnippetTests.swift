@@ -1,0 +1,163 @@
+@preconcurrency import Dispatch
+import MetronomeTesting
+import Testing
+
+// The README's first example, from its import on.
+import Metronome
+
+// Dropping the poller cancels its timer, in any state.
+final class BackgroundPoller: Sendable {
+    // Safe from any thread and reusable after cancel, so a `let` will do.
+    private let timer = SafeDispatchTimer()              // on the shared engine
+
+    func start() {
+        self.timer.schedule(interval: 5.0) { [weak self] in
+            self?.fetchData()
+        }
+    }
+    func pause() { self.timer.suspend() }                // no-op unless running
+    func unpause() { self.timer.resume() }               // no-op unless suspended
+    func stop() { self.timer.cancel() }                  // no-op unless running or suspended
+    private func fetchData() {}
+}
+
+/// The code of the README's ```swift blocks, kept compiling and running here. Each block is
+/// copied as the README shows it; what surrounds it makes it checkable. The frame loop over
+/// swift-async-algorithms' `AsyncTimerSequence` lives in the Benchmarks package
+/// (`EngineClockAsyncAlgorithmsTests`), as does the swift-log and swift-metrics example
+/// (`MetronomeObservabilityTests`).
+@Suite
+struct ReadmeSnippetTests {
+    /// What the snippets wrote with `log(_:)`, in order.
+    let logged = AsyncStream.makeStream(of: String.self)
+    /// One element per `sample()`.
+    let samples = AsyncStream.makeStream(of: Void.self)
+
+    func log(_ line: String) { self.logged.continuation.yield(line) }
+    func sample() { self.samples.continuation.yield() }
+    func rotateLogs() {}
+
+    func lines(logged count: Int) async -> [String] {
+        await self.logged.stream.prefix(count).reduce(into: []) { $0.append($1) }
+    }
+
+    // MARK: Using it
+
+    /// The handler holds the poller weakly, so dropping the poller releases it, and its timer
+    /// with it, whichever of start, pause, unpause and stop (in that order) came first.
+    @Test(arguments: 0...4)
+    func droppedPollerIsReleased(calls: Int) {
+        let steps: [(BackgroundPoller) -> Void] = [{ $0.start() }, { $0.pause() }, { $0.unpause() }, { $0.stop() }]
+        var poller: BackgroundPoller? = BackgroundPoller()
+        for step in steps.prefix(calls) { step(poller!) }
+        weak let dropped = poller
+        poller = nil
+        #expect(dropped == nil)
+    }
+
+    /// Real time, but nothing is waited for: every timer is cancelled long before it fires.
+    @Test(.timeLimit(.minutes(1)))
+    func deadlinesLeewayAndClocks() async throws {
+        let timer = SafeDispatchTimer(queue: .main)              // handler on a queue of yours
+        timer.schedule(deadline: .now() + .milliseconds(10), repeating: .milliseconds(1),
+                       leeway: .microseconds(100)) { tick in
+            // tick.scheduled, tick.fired, tick.lateness, tick.missed, tick.sequence
+        }
+        timer.reschedule(deadline: .now() + .seconds(1), repeating: .milliseconds(5))
+        timer.cancel()                                           // once it returns, no handler starts
+
+        // The same in Duration terms. To wait for a running handler too, `await` the cancel in
+        // async code (it suspends), or call `cancelAndWait()` in synchronous code (it blocks).
+        timer.schedule(after: .milliseconds(10), every: .milliseconds(1), leeway: .microseconds(100)) { _ in }
+        timer.reschedule(after: .seconds(1), every: .milliseconds(5))   // or reschedule(at:every:)
+        await timer.cancelAndAwaitHandlers()
+
+        let wall = SafeDispatchTimer(clock: .wall)               // or .boottime
+        wall.schedule(at: TimerClock.wall.now().advanced(by: .seconds(60))) { _ in rotateLogs() }
+
+        let gcd = SafeDispatchTimer(backend: .dispatch)          // the same API on GCD
+        let rt = try TimerEngine(configuration: .init(realtimePriority: 50, spinWindow: .microseconds(20)))
+        let precise = SafeDispatchTimer(backend: .engine(rt))
+        defer { rt.shutdown() }
+
+        #expect(timer.state == .cancelled)
+        #expect(wall.cancel())
+        #expect([gcd.state, precise.state] == [.idle, .idle])
+    }
+
+    // MARK: Timers the way Swift code uses them
+
+    /// The loop runs until its task is cancelled, then ends.
+    @Test(.timeLimit(.minutes(1)))
+    func ticksUntilCancelled() async {
+        let sampling = Task {
+            for await tick in TimerEngine.shared.ticks(every: .milliseconds(20)) {
+                if tick.missed > 0 { log("fell behind by \(tick.missed) periods") }
+                sample()
+            }
+            return Task.isCancelled
+        }
+        for await _ in self.samples.stream.prefix(3) {}
+        sampling.cancel()
+        #expect(await sampling.value, "the loop ended before its task was cancelled")
+    }
+
+    /// On the shared engine: the session is only touched and read, never left to expire.
+    @Test
+    func sessionTimeout() {
+        let connection = ArticleSnippetTests.Connection()
+        let session = ExpiringValue(connection, lifetime: .seconds(30)) { $0.close() }
+        session.touch()                                          // on every request: +30 s
+        let current = session.value                              // nil once expired
+        #expect(current === connection)
+        #expect(session.invalidate() === connection)
+        #expect(session.value == nil)
+    }
+
+    /// Both timers are cancelled before they are due: one `cancelled` event each, in the
+    /// order given.
+    @Test(.timeLimit(.minutes(1)))
+    func schedulerEvents() async {
+        let watching = Task {
+            let scheduler = TimerScheduler()
+            let id = scheduler.schedule(after: .seconds(2))
+            let poll = scheduler.schedule(after: .seconds(1), repeating: .seconds(1))
+            scheduler.cancel([id, poll])
+            for await event in scheduler.events {                    // or setDelegate(_:)
+                switch event {
+                case .executed(let id, let willRepeat): log("\(id) executed, will repeat: \(willRepeat)")
+                case .cancelled(let id): log("\(id) cancelled")
+                }
+            }
+            return [id, poll]
+        }
+        let lines = await self.lines(logged: 2)
+        watching.cancel()
+        #expect(lines == (await watching.value).map { "\($0) cancelled" })
+    }
+
+    // MARK: Tests
+
+    @Test
+    func manualTimelineFiresSynchronously() async {
+        let timeline = ManualTimeline()
+        let timer = SafeDispatchTimer(backend: .custom(timeline))
+        timer.schedule(interval: 5) { log("poll") }
+        timeline.advance(by: .seconds(15))                       // three firings, synchronously
+        self.logged.continuation.finish()
+        #expect(await self.lines(logged: .max) == ["poll", "poll", "poll"])
+        #expect(timer.state == .running)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func manualClockSleepReturnsWhenAdvanced() async throws {
+        let timeline = ManualTimeline()
+        let clock = timeline.clock                               // a ManualClock
+        let retry = Task { try await Task.sleep(for: .seconds(30), clock: clock) }
+        await timeline.waitForArmedTimers(1)                     // the sleep has armed its timer
+        timeline.advance(by: .seconds(30))                       // and returns now, not in 30 s
+        try await retry.value
+        #expect(timeline.now == TimerInstant(nanoseconds: 0).advanced(by: .seconds(30)))
+        #expect(timeline.armedCount == 0)
+    }
+}
