@@ -149,6 +149,21 @@ struct ReadmeSnippetTests {
         #expect(timer.state == .running)
     }
 
+    /// The oracle example, on a timer in each state.
+    @Test(arguments: TimerContract.states)
+    func contractAsOracle(state: SafeDispatchTimer.State) {
+        let timeline = ManualTimeline()
+        let timer = SafeDispatchTimer(backend: .custom(timeline))
+        if state != .idle { timer.schedule(after: .seconds(1), every: .seconds(1)) { _ in } }
+        if state == .suspended { timer.suspend() }
+        if state == .cancelled { timer.cancel() }
+        let before = timer.state
+        let accepted = timer.suspend()
+        let expected = TimerContract.outcome(of: .suspend, in: before)
+        #expect(accepted == expected.accepted && timer.state == expected.state)
+        #expect(before == state)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func manualClockSleepReturnsWhenAdvanced() async throws {
         let timeline = ManualTimeline()

@@ -22,21 +22,6 @@ struct TimerContractTests {
         #expect(changing.isEmpty, "\(changing)")
     }
 
-    /// The README's oracle example, on a timer in each state.
-    @Test(arguments: TimerContract.states)
-    func readmeOracleExample(state: SafeDispatchTimer.State) {
-        let timeline = ManualTimeline()
-        let timer = SafeDispatchTimer(backend: .custom(timeline))
-        if state != .idle { timer.schedule(after: .seconds(1), every: .seconds(1)) { _ in } }
-        if state == .suspended { timer.suspend() }
-        if state == .cancelled { timer.cancel() }
-        let before = timer.state
-        let accepted = timer.suspend()
-        let expected = TimerContract.outcome(of: .suspend, in: before)
-        #expect(accepted == expected.accepted && timer.state == expected.state)
-        #expect(before == state)
-    }
-
     @Test func stateMachineArticleShowsTheTable() throws {
         let article = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
