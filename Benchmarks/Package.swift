@@ -29,9 +29,15 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     ],
     targets: [
+        // The Linux calls SwiftGlibc does not import: timerfd, gettid and prctl.
+        .target(name: "CMeasurements", cSettings: [.define("_GNU_SOURCE")]),
         .target(
             name: "MetronomeMeasurements",
-            dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")],
+            dependencies: [
+                "CMeasurements",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "MetronomeTestSupport", package: "Metronome"),
+            ],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -50,6 +56,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Metronome", package: "Metronome"),
                 .product(name: "MetronomeTesting", package: "Metronome"),
+                .product(name: "MetronomeTestSupport", package: "Metronome"),
             ],
             path: "Benchmarks/MetronomeBenchmarks",
             plugins: [
