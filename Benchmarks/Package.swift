@@ -29,7 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     ],
     targets: [
-        // The Linux calls SwiftGlibc does not import: timerfd, gettid and prctl.
+        // The Linux calls SwiftGlibc does not import: timerfd, gettid, prctl and malloc_trim.
         .target(name: "CMeasurements", cSettings: [.define("_GNU_SOURCE")]),
         .target(
             name: "MetronomeMeasurements",
@@ -40,12 +40,24 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // The stress oracle and the scale probes: what `metronome stress` and `metronome scale`
+        // run, as a library so that tests run them in-process.
+        .target(
+            name: "MetronomeWorkloads",
+            dependencies: [
+                "CMeasurements",
+                "MetronomeMeasurements",
+                .product(name: "Metronome", package: "Metronome"),
+                .product(name: "CMetronome", package: "Metronome"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "metronome",
             dependencies: [
                 "MetronomeMeasurements",
+                "MetronomeWorkloads",
                 .product(name: "Metronome", package: "Metronome"),
-                .product(name: "CMetronome", package: "Metronome"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift
@@ -64,6 +76,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "MetronomeMeasurementsTests", dependencies: ["MetronomeMeasurements"]),
+        .testTarget(
+            name: "MetronomeWorkloadsTests",
+            dependencies: ["MetronomeWorkloads", .product(name: "Metronome", package: "Metronome")]
+        ),
         // Runs the built `metronome` as a child process.
         .testTarget(
             name: "MetronomeCLITests",

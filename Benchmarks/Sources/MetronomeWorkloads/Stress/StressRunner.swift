@@ -4,7 +4,7 @@ import Synchronization
 
 /// Runs the stress threads over the subjects until the time or operation budget is spent,
 /// with busy threads for load, and watches for a thread that stops making progress.
-struct StressRunner {
+public struct StressRunner {
     /// A thread's last completed operation, for the hang watchdog.
     private final class Heartbeat: Sendable {
         let time = Atomic<Int64>(0)
@@ -44,11 +44,37 @@ struct StressRunner {
     let violations: StressViolations
     let progress: ((String) -> Void)?
 
+    /// Prepares a run; nothing starts until ``run()``.
+    ///
+    /// - Parameters:
+    ///   - subjects: What the threads operate on, from ``StressSubjects/make(_:timers:violations:)``.
+    ///   - threads: Threads performing random operations.
+    ///   - seconds: The time budget; `nil` for none.
+    ///   - operations: The operation budget over all threads; `nil` for none. The run ends at
+    ///     whichever budget is spent first, so give at least one.
+    ///   - load: Busy threads started beside them.
+    ///   - seed: Seeds every thread's generator.
+    ///   - violations: Where every subject records what it sees broken.
+    ///   - progress: Receives a progress line about once a second.
+    public init(
+        subjects: [any StressSubject], threads: Int, seconds: Double?, operations: Int?, load: Int, seed: UInt64,
+        violations: StressViolations, progress: ((String) -> Void)?
+    ) {
+        self.subjects = subjects
+        self.threads = threads
+        self.seconds = seconds
+        self.operations = operations
+        self.load = load
+        self.seed = seed
+        self.violations = violations
+        self.progress = progress
+    }
+
     /// Runs the threads and then each subject's end-of-run checks.
     ///
     /// - Returns: One row per subject and the measured running time, or `nil` after a stall
     ///   (recorded in ``violations``), when the threads cannot be joined.
-    func run() throws -> (results: [StressResult], seconds: Double)? {
+    public func run() throws -> (results: [StressResult], seconds: Double)? {
         let subjects = self.subjects
         let start = MonotonicTime.now()
         let limit = self.seconds.map { start + Int64($0 * 1e9) } ?? .max
