@@ -71,9 +71,7 @@ struct StressCommand: ParsableCommand {
             backends: names, seed: self.seed
         )
         let runner = StressRunner(
-            subjects: subjects, threads: self.threads, seconds: seconds, operations: self.ops, load: load,
-            seed: self.seed, violations: violations, progress: Terminal.progress(quiet: self.json)
-        )
+            subjects: subjects, configuration: config, violations: violations, progress: Terminal.progress(quiet: self.json))
         guard let (rows, elapsed) = try runner.run() else {
             // A thread hangs inside the library: nothing can be joined or torn down.
             FileHandle.standardError.write(Data(("stress: STALL\n" + violations.examples.joined(separator: "\n") + "\n").utf8))
