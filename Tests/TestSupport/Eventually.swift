@@ -16,8 +16,8 @@ public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool)
     return true
 }
 
-/// The same poll for async tests: sleeps the task between polls
-/// instead of blocking one of the few threads that run every test.
+/// The same poll for async tests: the task sleeps between polls instead of blocking one of
+/// the few threads that every task and every test share.
 public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
     let giveUp = MonotonicTime.now() &+ timeout.saturatingNanoseconds
     while !condition() {
