@@ -25,8 +25,10 @@ let package = Package(
         // rather than `@_spi`: SPI cannot carry a C module's functions across packages, and
         // the header is already the core's documented contract. It needs libevent only.
         .library(name: "CMetronome", targets: ["CMetronome"]),
-        // Runs a package's executables from its tests. A product only so that the
-        // Benchmarks package's CLI tests share it; it is not part of the library's API.
+        // What tests and measurements share: a lock box to wait on, a gate, `eventually`, a
+        // seeded generator, threads, clock readings and conversions, interval stabbing, and
+        // running a package's executables. A product so that the Benchmarks package uses the
+        // same copy; it is not part of the library's API and depends on nothing here.
         .library(name: "MetronomeTestSupport", targets: ["MetronomeTestSupport"]),
     ],
     traits: [
@@ -69,15 +71,14 @@ let package = Package(
             path: "Tests/CrashPatterns",
             swiftSettings: strictSwift
         ),
-        // Finds and runs the package's executables from tests.
         .target(name: "MetronomeTestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
-        .testTarget(name: "CMetronomeTests", dependencies: ["CMetronome"]),
+        .testTarget(name: "CMetronomeTests", dependencies: ["CMetronome", "MetronomeTestSupport"]),
         .testTarget(
             name: "MetronomeTests",
             dependencies: ["Metronome", "MetronomeTesting", "MetronomeTestSupport"]
         ),
-        .testTarget(name: "MetronomePatternsTests", dependencies: ["Metronome"]),
-        .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome"]),
+        .testTarget(name: "MetronomePatternsTests", dependencies: ["Metronome", "MetronomeTestSupport"]),
+        .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome", "MetronomeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -32,19 +32,37 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
+        // The Linux calls SwiftGlibc does not import: timerfd, gettid, prctl and malloc_trim.
+        .target(name: "CMeasurements", cSettings: [.define("_GNU_SOURCE")]),
         .target(
             name: "MetronomeMeasurements",
-            dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")],
+            dependencies: [
+                "CMeasurements",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "MetronomeTestSupport", package: "Metronome"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // The stress oracle and the scale probes: what `metronome stress` and `metronome scale`
+        // run, as a library so that tests run them in-process.
+        .target(
+            name: "MetronomeWorkloads",
+            dependencies: [
+                "CMeasurements",
+                "MetronomeMeasurements",
+                .product(name: "Metronome", package: "Metronome"),
+                .product(name: "CMetronome", package: "Metronome"),
+                // TimerContract: the stress shadow's expected outcomes.
+                .product(name: "MetronomeTesting", package: "Metronome"),
+            ],
             swiftSettings: strictSwift
         ),
         .executableTarget(
             name: "metronome",
             dependencies: [
                 "MetronomeMeasurements",
+                "MetronomeWorkloads",
                 .product(name: "Metronome", package: "Metronome"),
-                // TimerContract: the stress shadow's expected outcomes.
-                .product(name: "MetronomeTesting", package: "Metronome"),
-                .product(name: "CMetronome", package: "Metronome"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift
@@ -55,6 +73,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Metronome", package: "Metronome"),
                 .product(name: "MetronomeTesting", package: "Metronome"),
+                .product(name: "MetronomeTestSupport", package: "Metronome"),
             ],
             path: "Benchmarks/MetronomeBenchmarks",
             plugins: [
@@ -62,6 +81,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "MetronomeMeasurementsTests", dependencies: ["MetronomeMeasurements"]),
+        .testTarget(
+            name: "MetronomeWorkloadsTests",
+            dependencies: ["MetronomeWorkloads", "MetronomeMeasurements", .product(name: "Metronome", package: "Metronome")]
+        ),
         // Runs the built `metronome` as a child process.
         .testTarget(
             name: "MetronomeCLITests",

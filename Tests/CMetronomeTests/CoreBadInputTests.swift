@@ -151,7 +151,7 @@ extension CoreContractTests {
             let live = try engine.makeTimer()
             let index = UInt64(UInt32(truncatingIfNeeded: live.id))
             let generation = live.id >> 32
-            var generator = SeededGenerator(seed: 0x1D5)
+            var generator = SplitMix64(seed: 0x1D5)
             var ids: [mtr_timer_id] = [
                 0,
                 index,  // generation 0: a free slot's

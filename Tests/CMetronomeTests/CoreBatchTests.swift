@@ -14,7 +14,7 @@ extension CoreContractTests {
         /// Arms `count` one-shots at random deadlines in `[base, base + 2 ms)` and a gate
         /// at `base - 1 ms` that spins until the last of them is due. Returns the deadlines.
         static func armBurst(
-            _ probes: [Probe], engine: Engine, generator: inout SeededGenerator
+            _ probes: [Probe], engine: Engine, generator: inout SplitMix64
         ) throws -> (base: Int64, deadlines: [Int64]) {
             let lead = Bounds.sanitized ? 1_500 * Time.ms : 300 * Time.ms
             let base = Time.monotonic() + lead
@@ -49,7 +49,7 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func aBurstDrainsOnceEachInDeadlineOrder() throws {
             let engine = try Engine(expectedTimers: Self.burst + 1)
-            var generator = SeededGenerator(seed: 0xB0857)
+            var generator = SplitMix64(seed: 0xB0857)
             let probes = try engine.makeTimers(Self.burst)
             let (_, deadlines) = try Self.armBurst(probes, engine: engine, generator: &generator)
 
@@ -76,7 +76,7 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func callbacksReachTimersInTheBatch() throws {
             let engine = try Engine(expectedTimers: Self.burst + 2)
-            var generator = SeededGenerator(seed: 0xCA7C4)
+            var generator = SplitMix64(seed: 0xCA7C4)
             let probes = try engine.makeTimers(Self.burst)
             // What the first callback did, for the checks below.
             struct Edits {
@@ -151,7 +151,7 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func pastDeadlinesAndTiesDrainByDeadlineThenArmOrder() throws {
             let (engine, probes, release) = try Self.heldEngine()
-            var generator = SeededGenerator(seed: 0x71E5)
+            var generator = SplitMix64(seed: 0x71E5)
             let now = Time.monotonic()
             let span = min(3_600 * Time.s, now / 2)  // deadlines may not be negative
             let tie = now - span / 2
@@ -184,7 +184,7 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func anotherThreadCancelsAndReArmsDuringTheBatch() throws {
             let (engine, probes, release) = try Self.heldEngine()
-            var generator = SeededGenerator(seed: 0x7E4D)
+            var generator = SplitMix64(seed: 0x7E4D)
             let now = Time.monotonic()
             let deadlines = probes.map { _ in now - Int64.random(in: 0..<Time.s, using: &generator) }
             for (probe, deadline) in zip(probes, deadlines) {
@@ -196,7 +196,7 @@ extension CoreContractTests {
             // The gate opens first, so the edits race the take and the drain.
             let returned = Monitor([Int: Int64]())
             release.open()
-            let editor = TestThread {
+            let editor = try PosixThread.spawn {
                 for probe in probes.reversed() where probe.index % 3 != 0 {
                     let rc = probe.index % 3 == 1 ? probe.cancel() : probe.armOnce(at: later)
                     let at = Time.monotonic()

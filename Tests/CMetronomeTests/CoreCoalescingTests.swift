@@ -20,7 +20,7 @@ extension CoreContractTests {
         private func run(leeway: Int64, seed: UInt64) throws -> Run {
             let engine = try Engine()
             let wakeups = Monitor([Int: UInt64]())
-            var generator = SeededGenerator(seed: seed)
+            var generator = SplitMix64(seed: seed)
             let base = Time.monotonic() + 20 * Time.ms
             var deadlines: [Int64] = []
             for _ in 0..<200 {
@@ -42,19 +42,6 @@ extension CoreContractTests {
             engine.destroy()
             engine.expectAllReleasedOnce()
             return Run(firings: firings, deadlines: deadlines, counters: counters, batches: batches)
-        }
-
-        /// The fewest wake-ups that fire every window inside itself: greedy interval
-        /// stabbing at the earliest window end.
-        private func fewestWakeups(_ deadlines: [Int64], leeway: Int64) -> Int {
-            var count = 0
-            var stab = Int64.min
-            for deadline in deadlines.sorted() where deadline > stab {
-                // Windows sorted by start have ends in the same order (one leeway).
-                count += 1
-                stab = deadline + leeway
-            }
-            return count
         }
 
         @Test(.timeLimit(.minutes(1)))
@@ -84,7 +71,8 @@ extension CoreContractTests {
                 // The wake-ups stay ahead of greedy stabbing over the windows the engine
                 // aims at: each shortened by its wake-up margin, a quarter of the leeway up
                 // to 1 ms. A late wake-up only covers more windows at once.
-                let fewest = fewestWakeups(run.deadlines, leeway: window - min(window / 4, Time.ms))
+                let leeway = window - min(window / 4, Time.ms)
+                let fewest = StabbingOptimum.minimumPoints(run.deadlines.map { $0...($0 + leeway) })
                 #expect(run.batches <= fewest, "\(run.batches) wake-ups fired; \(fewest) would do")
             }
             #expect(coalesced.counters.coalesced > 0)

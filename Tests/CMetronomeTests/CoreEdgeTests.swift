@@ -44,7 +44,7 @@ extension CoreContractTests {
             }
             let unexpected = Atomic<Int>(0)
             let started = Gate()
-            let worker = TestThread {
+            let worker = try PosixThread.spawn {
                 started.open()
                 for _ in 0..<3 {
                     for probe in probes {
@@ -105,7 +105,7 @@ extension CoreContractTests {
             try #require(probe.armOnce(at: Time.monotonic() + Time.ms) == 0)
             try #require(engine.log.wait { $0.running == 1 })
             engine.markDestroyed()
-            let stopper = TestThread {
+            let stopper = try PosixThread.spawn {
                 stopping.open()
                 mtr_engine_stop(engine.handle)
             }
@@ -143,7 +143,7 @@ extension CoreContractTests {
                 returned.open()
             }
             try #require(waiter.armOnce(at: Time.monotonic()) == 0)
-            guard returned.pass(timeoutNs: 5 * Time.s) else {
+            guard returned.pass(timeout: .seconds(5)) else {
                 waiters.markDestroyed()  // its thread is stuck for good: leave it
                 Issue.record("cancel_sync never returned: the engine was freed under it")
                 return

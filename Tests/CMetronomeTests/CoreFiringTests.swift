@@ -184,7 +184,7 @@ extension CoreContractTests {
             let engine = try Engine(spinNs: spin)
             #expect(engine.info.spin_ns == spin)
             let base = Time.monotonic()
-            var generator = SeededGenerator(seed: 0x5EED_0001)
+            var generator = SplitMix64(seed: 0x5EED_0001)
             for _ in 0..<40 {
                 let probe = try engine.makeTimer()
                 let deadline = base + 3 * Time.ms + Int64.random(in: 0..<40 * Time.ms, using: &generator)
@@ -212,7 +212,7 @@ extension CoreContractTests {
         func realtimePriorityIsGrantedOrReported() throws {
             // What this process may do, asked of a thread of the test's own.
             let permitted = Atomic<Int32>(-1)
-            TestThread {
+            try PosixThread.spawn {
                 var param = sched_param(sched_priority: 10)
                 permitted.store(pthread_setschedparam(pthread_self(), SCHED_FIFO, &param), ordering: .relaxed)
             }.join()

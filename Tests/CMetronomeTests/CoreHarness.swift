@@ -1,10 +1,12 @@
 // Shared fixtures for the contract tests of the C core: an engine fixture whose every
-// timer context is a `Probe` (it records each callback and counts its releases), a
-// pthread monitor to wait on, clocks, a seeded generator and a thread spawner.
+// timer context is a `Probe` (it records each callback and counts its releases), clocks
+// and bounds. The lock box, gate, threads and seeded generator are MetronomeTestSupport's,
+// re-exported here for every suite of this target.
 //
 // Everything here runs on real time: the real timerfds and the real libevent loop.
 import CMetronome
 import Glibc
+@_exported import MetronomeTestSupport
 import Synchronization
 import Testing
 
@@ -40,25 +42,14 @@ enum Time {
         return Int64(ts.tv_sec) * s + Int64(ts.tv_nsec)
     }
 
-    static func monotonic() -> Int64 { now(.MTR_CLOCK_MONOTONIC) }
+    static func monotonic() -> Int64 { MonotonicTime.now() }
 
     /// Sleeps at least `ns`. Only for simulating work inside a callback; tests wait on a
     /// `Monitor` instead.
-    static func sleep(_ ns: Int64) {
-        let end = monotonic() + ns
-        var remaining = ns
-        while remaining > 0 {
-            var ts = timespec(tv_sec: Int(remaining / s), tv_nsec: Int(remaining % s))
-            nanosleep(&ts, nil)
-            remaining = end - monotonic()
-        }
-    }
+    static func sleep(_ ns: Int64) { MonotonicTime.sleep(for: .nanoseconds(ns)) }
 
     /// Busy-waits `ns`: a callback that keeps the firing thread occupied without sleeping.
-    static func spin(_ ns: Int64) {
-        let end = monotonic() + ns
-        while monotonic() < end {}
-    }
+    static func spin(_ ns: Int64) { MonotonicTime.spin(nanoseconds: ns) }
 }
 
 /// Generous bounds for "late" checks (never for "early": that one is exact).
@@ -83,107 +74,22 @@ enum Bounds {
     static let patienceNs: Int64 = 10 * Time.s
 }
 
-// MARK: - Monitor: a pthread mutex and condition around a value
+// MARK: - Monitor: the shared lock box, waited on in nanoseconds
 
-/// A value behind a pthread mutex, with waits on a `CLOCK_MONOTONIC` condition variable.
-/// Waiters register their predicate, and an update broadcasts only when one of them
-/// holds, so a stream of updates does not wake a waiter each time.
-final class Monitor<State>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private var state: State
-    private var waiters: [(token: Int, predicate: (State) -> Bool)] = []
-    private var nextToken = 0
+/// The contract tests wait in nanoseconds on their own clock readings.
+typealias Monitor<State> = LockedCondition<State>
 
-    init(_ initial: State) {
-        state = initial
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-        condition = .allocate(capacity: 1)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
-
-    @discardableResult
-    func update<R>(_ body: (inout State) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        let result = try body(&state)
-        if waiters.contains(where: { $0.predicate(state) }) {
-            pthread_cond_broadcast(condition)
-        }
-        return result
-    }
-
-    func read<R>(_ body: (State) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(state)
+extension LockedCondition {
+    func read<Result>(_ body: (Value) throws -> Result) rethrows -> Result {
+        try self.withLock { try body($0) }
     }
 
     /// Waits until `predicate` holds or `timeoutNs` has passed; returns whether it holds.
     /// To wait for something that must NOT happen, wait a bounded time and expect false.
     @discardableResult
-    func wait(timeoutNs: Int64 = Bounds.patienceNs, until predicate: @escaping (State) -> Bool) -> Bool {
-        let deadline = Time.monotonic() + timeoutNs
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        let token = nextToken
-        nextToken += 1
-        waiters.append((token, predicate))
-        defer { waiters.removeAll { $0.token == token } }
-        while !predicate(state) {
-            if Time.monotonic() >= deadline { break }
-            var ts = timespec(tv_sec: Int(deadline / Time.s), tv_nsec: Int(deadline % Time.s))
-            pthread_cond_timedwait(condition, mutex, &ts)
-        }
-        return predicate(state)
+    func wait(timeoutNs: Int64 = Bounds.patienceNs, until predicate: (Value) -> Bool) -> Bool {
+        self.wait(timeout: .nanoseconds(timeoutNs), until: predicate)
     }
-}
-
-/// A one-way gate: callbacks block in `pass` until the test opens it.
-final class Gate: Sendable {
-    private let isOpen = Monitor(false)
-
-    func open() { isOpen.update { $0 = true } }
-
-    /// Blocks until the gate opens or `timeoutNs` passes; returns whether it opened.
-    @discardableResult
-    func pass(timeoutNs: Int64 = Bounds.patienceNs) -> Bool {
-        isOpen.wait(timeoutNs: timeoutNs) { $0 }
-    }
-}
-
-// MARK: - Threads
-
-/// A joinable pthread running `body`: "another thread" that is neither the test's nor
-/// the engine's.
-final class TestThread: @unchecked Sendable {
-    private var thread = pthread_t()
-    private let body: @Sendable () -> Void
-
-    init(_ body: @escaping @Sendable () -> Void) {
-        self.body = body
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let rc = pthread_create(&thread, nil, { context in
-            let me = Unmanaged<TestThread>.fromOpaque(context!).takeRetainedValue()
-            me.body()
-            return nil
-        }, context)
-        precondition(rc == 0, "pthread_create: \(rc)")
-    }
-
-    func join() { pthread_join(thread, nil) }
 }
 
 // MARK: - A forked child
@@ -222,20 +128,8 @@ func exitCodeOfChild(
 
 // MARK: - Deterministic randomness
 
-/// SplitMix64: a seeded generator, so a failing randomized test can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    private(set) var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The name CoreCancelTests still uses for the shared seeded generator.
+typealias SeededGenerator = SplitMix64
 
 // MARK: - The engine fixture
 

@@ -144,7 +144,7 @@ extension CoreContractTests {
             _ = idle
             #expect(started.pass())
 
-            let destroyer = TestThread { engine.destroy() }
+            let destroyer = try PosixThread.spawn { engine.destroy() }
             destroyer.join()
             let returned = Time.monotonic()
             let firing = try #require(engine.firings.first)
@@ -215,7 +215,7 @@ extension CoreContractTests {
             }
             try #require(creator.armOnce(at: Time.monotonic() + Time.ms) == 0)
             #expect(started.pass())
-            let destroyer = TestThread { engine.destroy() }
+            let destroyer = try PosixThread.spawn { engine.destroy() }
             destroyer.join()
             #expect(outcome.read { $0 } == ["ESHUTDOWN"])
             engine.expectAllReleasedOnce()

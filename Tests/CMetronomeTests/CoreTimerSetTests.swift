@@ -14,7 +14,7 @@ extension CoreContractTests {
         func hundredThousandOneShotsFireOnceInOrder() throws {
             let count = 100_000
             let engine = try Engine(expectedTimers: count)
-            var generator = SeededGenerator(seed: 0x100_000)
+            var generator = SplitMix64(seed: 0x100_000)
             let created = Time.monotonic()
             let probes = try engine.makeTimers(count)
             // Arming must end before the first deadline, or a late-armed timer could
@@ -81,7 +81,7 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)), arguments: [UInt64(0xA11CE), 0xB0B])
         func randomOperationsAgreeWithAModel(seed: UInt64) throws {
             let engine = try Engine()
-            var generator = SeededGenerator(seed: seed)
+            var generator = SplitMix64(seed: seed)
             var live: [Probe] = []
             var armed: [Int: Bool] = [:]  // by probe index, for live timers
             var dead: [Probe] = []

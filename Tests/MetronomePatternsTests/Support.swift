@@ -1,48 +1,25 @@
-import Foundation
 import Metronome
+// Re-exported so that every suite of this target sees `eventually` and the lock box.
+@_exported import MetronomeTestSupport
 import Testing
 
-/// A counter and log behind a lock, with a condition to wait on with a timeout.
-final class Recorder<Entry: Sendable>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var storage: [Entry] = []
+/// A log that handlers append to and tests wait on, with a timeout.
+final class Recorder<Entry: Sendable>: Sendable {
+    private let storage = LockedCondition<[Entry]>([])
 
     func append(_ entry: Entry) {
-        self.condition.lock()
-        self.storage.append(entry)
-        self.condition.broadcast()
-        self.condition.unlock()
+        self.storage.update { $0.append(entry) }
     }
 
-    var entries: [Entry] {
-        self.condition.lock()
-        defer { self.condition.unlock() }
-        return self.storage
-    }
+    var entries: [Entry] { self.storage.withLock { $0 } }
 
-    var count: Int { self.entries.count }
+    var count: Int { self.storage.withLock { $0.count } }
 
     /// Blocks until at least `count` entries were recorded or `timeout` passed.
     @discardableResult
     func wait(forCount count: Int, timeout: Duration) -> Bool {
-        let deadline = Date().addingTimeInterval(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
-        self.condition.lock()
-        defer { self.condition.unlock() }
-        while self.storage.count < count {
-            if !self.condition.wait(until: deadline) { return self.storage.count >= count }
-        }
-        return true
+        self.storage.wait(timeout: timeout) { $0.count >= count }
     }
-}
-
-/// Polls `condition` every millisecond until it holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return condition()
 }
 
 /// Spins (no syscall) for `duration` on the monotonic clock.

@@ -2,6 +2,7 @@
 import Foundation
 import Glibc
 import Metronome
+import MetronomeTestSupport
 import Synchronization
 import Testing
 
@@ -31,16 +32,6 @@ final class Counter: Sendable {
     private let value = Atomic<Int>(0)
     func increment() { self.value.add(1, ordering: .relaxed) }
     var count: Int { self.value.load(ordering: .relaxed) }
-}
-
-/// Polls `condition` every millisecond until it holds or `seconds` pass.
-func eventually(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() > deadline { return false }
-        usleep(1000)
-    }
-    return true
 }
 
 /// The faults that concern a whole engine: shutdown in
@@ -124,7 +115,7 @@ struct EngineFaultTests {
     func shutdownFromInsideAHandler() throws {
         let engine = try TimerEngine()
         let contexts = LiveContexts()
-        let returnedIn = Atomic<Int64>(-1)
+        let returnedInNanoseconds = Atomic<Int64>(-1)
         let done = DispatchSemaphore(value: 0)
         let other = Counter()
         var timer: SafeDispatchTimer? = SafeDispatchTimer(backend: .engine(engine))
@@ -144,13 +135,14 @@ struct EngineFaultTests {
                     withExtendedLifetime(context) {}
                     let start = TimerClock.monotonic.now()
                     engine.shutdown()
-                    returnedIn.store(start.duration(to: TimerClock.monotonic.now()).saturatingMilliseconds, ordering: .relaxed)
+                    let returned = TimerClock.monotonic.now().nanoseconds - start.nanoseconds
+                    returnedInNanoseconds.store(returned, ordering: .relaxed)
                     done.signal()
                 })
         }
         #expect(done.wait(timeout: .now() + 5) == .success)
-        let milliseconds = returnedIn.load(ordering: .relaxed)
-        #expect(milliseconds >= 0 && milliseconds < 100, "shutdown inside a handler took \(milliseconds) ms")
+        let nanoseconds = returnedInNanoseconds.load(ordering: .relaxed)
+        #expect(nanoseconds >= 0 && nanoseconds < 100_000_000, "shutdown inside a handler took \(nanoseconds) ns")
         #expect(eventually { engine.counters.armed == 0 })
         usleep(50_000)
         #expect(other.count == 0, "a timer fired after the engine was shut down from a handler")
@@ -210,11 +202,11 @@ struct EngineFaultTests {
     @Test(.timeLimit(.minutes(2)))
     func blockingHandlerDelaysOtherTimersOfItsEngine() throws {
         let engine = try TimerEngine()
-        let ticks = LockedTicks()
+        let ticks = LockedCondition<[Tick]>([])
         let blocked = DispatchSemaphore(value: 0)
         let fast = SafeDispatchTimer(backend: .engine(engine))
         let slow = SafeDispatchTimer(backend: .engine(engine))
-        #expect(fast.schedule(deadline: .now(), repeating: .milliseconds(1), leeway: .nanoseconds(0)) { tick in ticks.append(tick) })
+        #expect(fast.schedule(deadline: .now(), repeating: .milliseconds(1), leeway: .nanoseconds(0)) { tick in ticks.withLock { $0.append(tick) } })
         usleep(10_000)
         let lateBefore = engine.counters.late
         #expect(
@@ -225,7 +217,7 @@ struct EngineFaultTests {
         #expect(blocked.wait(timeout: .now() + 5) == .success)
         usleep(20_000)
         fast.cancelAndWait()
-        let all = ticks.all
+        let all = ticks.withLock { $0 }
         #expect(all.contains { $0.missed > 0 }, "no tick reported missed periods: \(all.map(\.missed))")
         #expect(all.allSatisfy { $0.fired >= $0.scheduled })
         #expect(engine.counters.late > lateBefore)
@@ -272,22 +264,6 @@ struct EngineFaultTests {
         #expect(timer.schedule(deadline: .now() + .milliseconds(1)) { _ in fired.signal() })
         #expect(fired.wait(timeout: .now() + 5) == .success)
         #expect(throws: TimerError.self) { try TimerEngine(configuration: .init(realtimePriority: 100)) }
-    }
-}
-
-/// Ticks recorded by a handler.
-final class LockedTicks: @unchecked Sendable {
-    private let lock = NSLock()
-    private var ticks: [Tick] = []
-
-    func append(_ tick: Tick) { self.lock.withLock { self.ticks.append(tick) } }
-    var all: [Tick] { self.lock.withLock { self.ticks } }
-}
-
-extension Duration {
-    var saturatingMilliseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
 

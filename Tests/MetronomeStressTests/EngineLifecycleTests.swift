@@ -2,6 +2,7 @@
 import Foundation
 import Glibc
 import Metronome
+import MetronomeTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 @preconcurrency import Dispatch
 import Foundation
 import Metronome
+import MetronomeTestSupport
 import Testing
 
 /// The `Tick` contract that `metronome stress` checks, in one deterministic scenario per
@@ -23,18 +24,21 @@ struct TickContractTests {
         let engine = try TimerEngine()
         let timer = SafeDispatchTimer(backend: backend == .engine ? .engine(engine) : .dispatch)
         let period: Int64 = 4_000_000
-        let recorded = LockedSamples()
+        let recorded = LockedCondition<[(Tick, TimerInstant)]>([])
         let done = DispatchSemaphore(value: 0)
         #expect(
             timer.schedule(deadline: .now() + .milliseconds(2), repeating: .nanoseconds(Int(period)), leeway: .nanoseconds(0)) { tick in
                 let now = TimerClock.monotonic.now()
-                let count = recorded.append((tick, now))
+                let count = recorded.withLock { samples in
+                    samples.append((tick, now))
+                    return samples.count
+                }
                 if count == 2 { usleep(10_000) }  // 2.5 periods
                 if count == 8 { done.signal() }
             })
         #expect(done.wait(timeout: .now() + 10) == .success)
         timer.cancelAndWait()
-        let samples = recorded.all
+        let samples = recorded.withLock { $0 }
         var previous: Tick?
         for (tick, now) in samples {
             let lateness = tick.fired.nanoseconds - tick.scheduled.nanoseconds
@@ -51,19 +55,4 @@ struct TickContractTests {
         }
         #expect(samples.contains { $0.0.missed > 0 }, "the blocked handler made no tick late: \(samples.map(\.0))")
     }
-}
-
-final class LockedSamples: @unchecked Sendable {
-    private let lock = NSLock()
-    private var samples: [(Tick, TimerInstant)] = []
-
-    /// Appends and returns the new count.
-    func append(_ sample: (Tick, TimerInstant)) -> Int {
-        self.lock.withLock {
-            self.samples.append(sample)
-            return self.samples.count
-        }
-    }
-
-    var all: [(Tick, TimerInstant)] { self.lock.withLock { self.samples } }
 }

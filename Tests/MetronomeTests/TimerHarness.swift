@@ -1,5 +1,6 @@
 @preconcurrency import Dispatch
 import Foundation
+@_exported import MetronomeTestSupport
 import Synchronization
 import Testing
 
@@ -211,40 +212,25 @@ final class DispatchHarness: TimerHarness {
 
 /// A bounded real-time sleep: only for checking that something does *not* happen.
 func realSleep(_ duration: Duration) {
-    let nanoseconds = duration.saturatingNanoseconds
-    guard nanoseconds > 0 else { return }
-    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-    var remaining = timespec()
-    while nanosleep(&request, &remaining) != 0 && errno == EINTR {
-        request = remaining
-    }
+    MonotonicTime.sleep(for: duration)
 }
 
 // MARK: - Synchronisation helpers
 
 /// A condition variable to wait on with a timeout; handlers call ``notify()`` after each
 /// change that a waiter may be looking for.
-final class Notifier: @unchecked Sendable {
-    private let condition = NSCondition()
+final class Notifier: Sendable {
+    private let condition = LockedCondition(())
 
+    /// Takes the lock before waking, so a `notify()` cannot slip between a waiter's check of
+    /// its predicate and its wait.
     func notify() {
-        self.condition.lock()
-        self.condition.broadcast()
-        self.condition.unlock()
+        self.condition.update { _ in }
     }
 
-    /// Waits until `predicate` holds (checked under the condition's lock, so a `notify()`
-    /// cannot slip between the check and the wait) or `timeout` passes.
+    /// Waits until `predicate` holds (checked under the condition's lock) or `timeout` passes.
     func wait(timeout: Duration, until predicate: () -> Bool) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout.inSeconds)
-        self.condition.lock()
-        defer { self.condition.unlock() }
-        while !predicate() {
-            if !self.condition.wait(until: deadline) {
-                return predicate()
-            }
-        }
-        return true
+        self.condition.wait(timeout: timeout) { _ in predicate() }
     }
 }
 
@@ -280,21 +266,10 @@ final class Gate: @unchecked Sendable {
     }
 }
 
-/// A value behind a lock, for test bookkeeping.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
+/// A value behind a lock, for test bookkeeping: the shared lock box.
+typealias Locked<Value> = LockedCondition<Value>
 
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        self.lock.lock()
-        defer { self.lock.unlock() }
-        return try body(&self.value)
-    }
-
+extension LockedCondition {
     var current: Value { self.withLock { $0 } }
 }
 
@@ -426,7 +401,10 @@ extension Duration {
         return Double(seconds) + Double(attoseconds) * 1e-18
     }
 
-    var nanoseconds: Int64 { self.saturatingNanoseconds }
+    /// Clamped to `Int64`, through the library's `TimerInstant` arithmetic: a plain
+    /// `saturatingNanoseconds` here would be ambiguous between the library's and
+    /// MetronomeTestSupport's.
+    var nanoseconds: Int64 { TimerInstant(nanoseconds: 0).advanced(by: self).nanoseconds }
 }
 
 extension TimerInstant {
@@ -436,22 +414,8 @@ extension TimerInstant {
     }
 }
 
-/// A deterministic generator for random tests (SplitMix64), seeded so a failure names its seed.
-struct SeededGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The name the state machine and property tests use for the shared seeded generator.
+typealias SeededGenerator = SplitMix64
 
 /// The seed for a random test: `METRONOME_SEED` if set, else fresh; always reported.
 func testSeed() -> UInt64 {

@@ -5,6 +5,7 @@ import CMetronome
 import Dispatch
 import Glibc
 import Metronome
+import MetronomeTestSupport
 import MetronomeTesting
 import Synchronization
 
@@ -82,21 +83,6 @@ final class CoreFixture: @unchecked Sendable {
     /// A random deadline 1 to 2 hours after `now`: never the heap's top in practice.
     func farDeadline(from now: Int64) -> Int64 {
         now + 3_600_000_000_000 + Int64(self.random.next() % 3_600_000_000_000)
-    }
-}
-
-/// A cheap deterministic generator, so the random deadlines cost no syscall.
-struct SplitMix64 {
-    var state: UInt64
-
-    init(seed: UInt64) { self.state = seed }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9e37_79b9_7f4a_7c15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }
 

@@ -38,11 +38,15 @@ public final class BusyLoad: Sendable {
     public func start(threads: Int) throws(MeasurementError) {
         let (stop, expected) = self.running.withLock { ($0.stop, $0.threadIDs.count + threads) }
         for _ in 0..<threads {
-            let thread = try PosixThread.spawn { [running] in
-                let id = KernelThread.currentID()
-                running.withLock { $0.threadIDs.append(id) }
-                running.broadcast()
-                while !stop.requested.load(ordering: .relaxed) {}
+            let thread: PosixThread
+            do {
+                thread = try PosixThread.spawn { [running] in
+                    let id = KernelThread.currentID()
+                    running.update { $0.threadIDs.append(id) }
+                    while !stop.requested.load(ordering: .relaxed) {}
+                }
+            } catch {
+                throw MeasurementError(error)
             }
             self.running.withLock { $0.threads.append(thread) }
         }

@@ -1,3 +1,4 @@
+internal import CMeasurements
 import Glibc
 
 /// The parts of the machine that decide how precise timers can be, recorded with every result.
@@ -72,7 +73,7 @@ public struct MachineFacts: Codable, Sendable, Equatable {
             kernelRelease: kernelRelease(),
             cpuCount: max(sysconf(Int32(_SC_NPROCESSORS_ONLN)), 1),
             cpufreqGovernor: SystemFile.read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") ?? "unknown",
-            timerSlackNanoseconds: Int(LinuxCalls.prctl(LinuxCalls.getTimerSlack, 0, 0, 0, 0)),
+            timerSlackNanoseconds: timerSlack(),
             clocksource: SystemFile.read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
                 ?? "unknown",
             schedFIFOPermitted: fifo.permitted,
@@ -89,6 +90,12 @@ public struct MachineFacts: Codable, Sendable, Equatable {
             "timer slack \(self.timerSlackNanoseconds) ns (calling thread)",
             "SCHED_FIFO \(self.schedFIFOPermitted ? "permitted" : "not permitted: \(self.schedFIFOReason)"), RT runtime \(runtime)",
         ]
+    }
+
+    /// The calling thread's timer slack in nanoseconds, or -1 when `prctl` refuses to say.
+    private static func timerSlack() -> Int {
+        var slack: UInt = 0
+        return cmeasurements_get_timer_slack(&slack) == 0 ? Int(slack) : -1
     }
 
     private static func kernelRelease() -> String {

@@ -1,4 +1,4 @@
-import Glibc
+import MetronomeTestSupport
 
 /// Why a measurement could not be made.
 public enum MeasurementError: Error, Equatable, CustomStringConvertible {
@@ -13,11 +13,18 @@ public enum MeasurementError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .systemCall(let operation, let code):
-            return "\(operation) failed: \(String(cString: strerror(code))) (errno \(code))"
+            return SystemCallError(call: operation, code: code).description
         case .invalidConfiguration(let reason):
             return "invalid configuration: \(reason)"
         case .timedOut(let backend, let recorded, let expected):
             return "\(backend) timed out after \(recorded) of \(expected) samples"
         }
+    }
+}
+
+extension MeasurementError {
+    /// The measurement error for a failed C library call.
+    init(_ error: SystemCallError) {
+        self = .systemCall(error.call, code: error.code)
     }
 }

@@ -1,3 +1,4 @@
+internal import CMeasurements
 import Glibc
 import Synchronization
 
@@ -59,7 +60,7 @@ public struct TimerfdLoopSubject: JitterSubject {
 
         func addTimer(_ timer: Int, recorder: LatencyRecorder) throws(MeasurementError) {
             // Blocking on purpose: the thread sleeps in read(2) until the next expiration.
-            let fd = LinuxCalls.timerfdCreate(self.config.clock.id, LinuxCalls.timerfdCloseOnExec)
+            let fd = timerfd_create(self.config.clock.id, CInt(TFD_CLOEXEC))
             guard fd >= 0 else { throw .systemCall("timerfd_create", code: errno) }
             let index = self.timers.withLock { timers in
                 timers.append((fd, nil))
@@ -69,10 +70,15 @@ public struct TimerfdLoopSubject: JitterSubject {
                 it_interval: timespec(nanoseconds: self.config.intervalNanoseconds),
                 it_value: timespec(nanoseconds: self.config.deadline(timer: timer, tick: 0, start: self.start))
             )
-            guard LinuxCalls.timerfdSetTime(fd, LinuxCalls.timerAbsolute, &schedule, nil) == 0 else {
+            guard timerfd_settime(fd, CInt(TFD_TIMER_ABSTIME), &schedule, nil) == 0 else {
                 throw .systemCall("timerfd_settime", code: errno)
             }
-            let thread = try PosixThread.spawn { self.readLoop(fd: fd, timer: timer, recorder: recorder) }
+            let thread: PosixThread
+            do {
+                thread = try PosixThread.spawn { self.readLoop(fd: fd, timer: timer, recorder: recorder) }
+            } catch {
+                throw MeasurementError(error)
+            }
             self.timers.withLock { $0[index].thread = thread }
         }
 
@@ -108,7 +114,7 @@ public struct TimerfdLoopSubject: JitterSubject {
             // at once; the thread then sees the stop request and exits.
             var now = itimerspec(it_interval: timespec(), it_value: timespec(tv_sec: 0, tv_nsec: 1))
             for timer in timers {
-                _ = LinuxCalls.timerfdSetTime(timer.fd, 0, &now, nil)
+                _ = timerfd_settime(timer.fd, 0, &now, nil)
             }
             for timer in timers {
                 timer.thread?.join()

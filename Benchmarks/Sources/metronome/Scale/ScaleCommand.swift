@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MetronomeMeasurements
+import MetronomeWorkloads
 
 /// `metronome scale`: a million armed timers — add, cancel, reschedule, memory and firing —
 /// for the C core, the Swift API on the engine, and GCD.

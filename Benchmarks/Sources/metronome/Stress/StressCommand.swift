@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import Metronome
 import MetronomeMeasurements
+import MetronomeWorkloads
 
 /// `metronome stress`: random operations from many threads on pools of `SafeDispatchTimer`s
 /// (engine and GCD backends) and on `TimerScheduler` ids, under load, with the library's
@@ -46,8 +46,6 @@ struct StressCommand: ParsableCommand {
     @Flag(help: "Print JSON instead of tables.")
     var json = false
 
-    static let knownBackends = ["engine", "dispatch", "scheduler", "lifecycle"]
-
     func validate() throws {
         try OptionRules.check(self.threads, "--threads", in: 1...256)
         if let duration = self.duration {
@@ -56,7 +54,7 @@ struct StressCommand: ParsableCommand {
         if let ops = self.ops { try OptionRules.check(ops, "--ops", in: 1...10_000_000_000) }
         if let load = self.load { try OptionRules.checkLoad(load) }
         try OptionRules.check(self.timers, "--timers", in: 1...100_000)
-        _ = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
+        _ = try OptionRules.names(self.backends, "--backends", known: StressSubjects.names)
     }
 
     func run() throws {
@@ -64,52 +62,29 @@ struct StressCommand: ParsableCommand {
         let machine = MachineFacts.current()
         let load = self.load ?? 2 * machine.cpuCount
         let seconds = self.duration?.seconds ?? (self.ops == nil ? 10 : nil)
-        let names = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
+        let names = try OptionRules.names(self.backends, "--backends", known: StressSubjects.names)
         let violations = StressViolations()
-        var subjects: [any StressSubject] = []
-        for name in names {
-            switch name {
-            case "engine":
-                let engine = try TimerEngine()
-                subjects.append(
-                    StressTimerPool(name: name, backend: .engine(engine), engine: engine, timers: self.timers, violations: violations))
-            case "dispatch":
-                subjects.append(
-                    StressTimerPool(name: name, backend: .dispatch, engine: nil, timers: self.timers, violations: violations))
-            case "scheduler":
-                subjects.append(StressSchedulerPool(engine: try TimerEngine(), violations: violations))
-            case "lifecycle":
-                subjects.append(try StressLifecycleSubject(violations: violations))
-            default:
-                preconditionFailure("validate() let through the backend '\(name)'")
-            }
-        }
+        let subjects = try StressSubjects.make(names, timers: self.timers, violations: violations)
 
         let config = StressConfiguration(
             threads: self.threads, durationSeconds: seconds, operations: self.ops, load: load, timers: self.timers,
             backends: names, seed: self.seed
         )
         let runner = StressRunner(
-            subjects: subjects, threads: self.threads, seconds: seconds, operations: self.ops, load: load,
-            seed: self.seed, violations: violations, progress: Terminal.progress(quiet: self.json)
-        )
+            subjects: subjects, configuration: config, violations: violations, progress: Terminal.progress(quiet: self.json))
         guard let (rows, elapsed) = try runner.run() else {
             // A thread hangs inside the library: nothing can be joined or torn down.
             FileHandle.standardError.write(Data(("stress: STALL\n" + violations.examples.joined(separator: "\n") + "\n").utf8))
             Foundation.exit(2)
         }
-        var everyViolation: [StressInvariant: Int] = [:]
-        for row in rows {
-            for (key, count) in row.violations { everyViolation[StressInvariant(rawValue: key)!, default: 0] += count }
-        }
-        let results = rows + [StressResult.total(rows, seconds: elapsed, violations: everyViolation)]
+        let results = rows + [StressResult.total(rows, seconds: elapsed)]
         let notes =
             [
                 "handler-side operations: ~4% cancel, 1% cancelAndWait, 3% reschedule, 2% drop their own timer, 1% spin ≤ 0.2 ms",
                 "one-shots 0–3 ms ahead, periods 0.5–3 ms, leeway 0; 40% of pooled timers repeat",
                 "a race the shadow cannot order (overlapping arming calls) is not checked, never reported",
                 "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 20 forked children",
-            ] + (StressLifecycleSubject.canFork ? [] : ["lifecycle: no forks under ThreadSanitizer"])
+            ] + (StressSubjects.forksChildren ? [] : ["lifecycle: no forks under ThreadSanitizer"])
             + violations.examples.map { "violation: \($0)" }
         let report = Report(
             command: "stress", invocation: .finished(startedAt: startedAt), config: config, machine: machine,

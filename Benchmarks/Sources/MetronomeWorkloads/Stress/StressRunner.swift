@@ -4,7 +4,7 @@ import Synchronization
 
 /// Runs the stress threads over the subjects until the time or operation budget is spent,
 /// with busy threads for load, and watches for a thread that stops making progress.
-struct StressRunner {
+public struct StressRunner {
     /// A thread's last completed operation, for the hang watchdog.
     private final class Heartbeat: Sendable {
         let time = Atomic<Int64>(0)
@@ -36,35 +36,50 @@ struct StressRunner {
     static let stallSeconds: Int64 = 30
 
     let subjects: [any StressSubject]
-    let threads: Int
-    let seconds: Double?
-    let operations: Int?
-    let load: Int
-    let seed: UInt64
+    let configuration: StressConfiguration
     let violations: StressViolations
     let progress: ((String) -> Void)?
+
+    /// Prepares a run; nothing starts until ``run()``.
+    ///
+    /// - Parameters:
+    ///   - subjects: What the threads operate on, from ``StressSubjects/make(_:timers:violations:)``.
+    ///   - configuration: Threads, load, seed and budgets. The run ends when the first of
+    ///     `durationSeconds` and `operations` is spent, so give at least one.
+    ///   - violations: Where the subjects record what they see broken.
+    ///   - progress: Receives a progress line about once a second.
+    public init(
+        subjects: [any StressSubject], configuration: StressConfiguration, violations: StressViolations,
+        progress: ((String) -> Void)?
+    ) {
+        self.subjects = subjects
+        self.configuration = configuration
+        self.violations = violations
+        self.progress = progress
+    }
 
     /// Runs the threads and then each subject's end-of-run checks.
     ///
     /// - Returns: One row per subject and the measured running time, or `nil` after a stall
     ///   (recorded in ``violations``), when the threads cannot be joined.
-    func run() throws -> (results: [StressResult], seconds: Double)? {
+    public func run() throws -> (results: [StressResult], seconds: Double)? {
         let subjects = self.subjects
         let start = MonotonicTime.now()
-        let limit = self.seconds.map { start + Int64($0 * 1e9) } ?? .max
-        let budget = Budget(endNanoseconds: limit, operations: self.operations)
-        let heartbeats = (0..<self.threads).map { _ in Heartbeat() }
+        let threads = self.configuration.threads
+        let limit = self.configuration.durationSeconds.map { start + Int64($0 * 1e9) } ?? .max
+        let budget = Budget(endNanoseconds: limit, operations: self.configuration.operations)
+        let heartbeats = (0..<threads).map { _ in Heartbeat() }
         let counts = LockedCondition(subjects.map { Array(repeating: 0, count: $0.operationNames.count) })
         let finished = LockedCondition(0)
 
         let load = BusyLoad()
-        try load.start(threads: self.load)
+        try load.start(threads: self.configuration.load)
         defer { load.stop() }
 
         var spawned: [PosixThread] = []
-        for index in 0..<self.threads {
+        for index in 0..<threads {
             let heartbeat = heartbeats[index]
-            let seed = self.seed &+ UInt64(index) &* 0xD1B5_4A32_D192_ED03
+            let seed = self.configuration.seed &+ UInt64(index) &* 0xD1B5_4A32_D192_ED03
             spawned.append(
                 try PosixThread.spawn {
                     var random = SplitMix64(seed: seed)
@@ -91,7 +106,7 @@ struct StressRunner {
         }
 
         var lastReport = start
-        while !finished.wait(timeout: .milliseconds(200), until: { $0 == self.threads }) {
+        while !finished.wait(timeout: .milliseconds(200), until: { $0 == threads }) {
             let now = MonotonicTime.now()
             if now - lastReport >= 1_000_000_000 {
                 lastReport = now

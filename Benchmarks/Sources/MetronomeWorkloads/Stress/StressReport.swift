@@ -3,16 +3,16 @@ import MetronomeMeasurements
 import Metronome
 
 /// One subject's row of `metronome stress`; JSON keys are part of the stable schema.
-struct StressResult: Codable, Sendable {
+public struct StressResult: Codable, Sendable {
     /// An engine's counters at the end of the run.
-    struct EngineCounters: Codable, Sendable {
-        var wakeups: UInt64
-        var fired: UInt64
-        var late: UInt64
-        var missedPeriods: UInt64
-        var armed: UInt64
-        var coalesced: UInt64
-        var clockSteps: UInt64
+    public struct EngineCounters: Codable, Sendable {
+        public var wakeups: UInt64
+        public var fired: UInt64
+        public var late: UInt64
+        public var missedPeriods: UInt64
+        public var armed: UInt64
+        public var coalesced: UInt64
+        public var clockSteps: UInt64
 
         init(_ counters: TimerEngine.Counters) {
             self.wakeups = counters.wakeups
@@ -31,30 +31,30 @@ struct StressResult: Codable, Sendable {
         }
     }
 
-    /// `engine`, `dispatch`, `scheduler`, or `all` for the sum.
-    var backend: String
-    var operations: Int
-    var operationsPerSecond: Double
-    var operationsByKind: [String: Int]
+    /// `engine`, `dispatch`, `scheduler`, `lifecycle`, or `all` for the sum.
+    public var backend: String
+    public var operations: Int
+    public var operationsPerSecond: Double
+    public var operationsByKind: [String: Int]
     /// Handler entries (for the scheduler: `executed` events).
-    var handlerEntries: Int
-    var oneShotFirings: Int?
-    var repeatingTicks: Int?
+    public var handlerEntries: Int
+    public var oneShotFirings: Int?
+    public var repeatingTicks: Int?
     /// The sum of `missed` over the ticks handlers saw.
-    var missedPeriods: Int?
+    public var missedPeriods: Int?
     /// Handlers that cancelled, rescheduled or dropped their own timer, or spun.
-    var handlerSelfOperations: Int?
+    public var handlerSelfOperations: Int?
     /// Handler entries judged after a stop or reschedule (the in-flight ones): how often
     /// the "nothing after cancel/suspend/reschedule" checks really applied.
-    var gatedEntries: Int?
+    public var gatedEntries: Int?
     /// Handler contexts created (one per schedule call); all must be released by the end.
-    var handlerContexts: Int?
+    public var handlerContexts: Int?
     /// The scheduler's `cancelled` events.
-    var cancelledEvents: Int?
-    var violationsTotal: Int
+    public var cancelledEvents: Int?
+    public var violationsTotal: Int
     /// Every invariant by its key, zeros included.
-    var violations: [String: Int]
-    var engineCounters: EngineCounters?
+    public var violations: [String: Int]
+    public var engineCounters: EngineCounters?
 
     init(
         backend: String,
@@ -89,10 +89,12 @@ struct StressResult: Codable, Sendable {
     }
 
     /// The sum of `results` (their shared `seconds`), as the `all` row.
-    static func total(_ results: [StressResult], seconds: Double, violations: [StressInvariant: Int]) -> StressResult {
+    public static func total(_ results: [StressResult], seconds: Double) -> StressResult {
         var operations: [String: Int] = [:]
+        var violations: [StressInvariant: Int] = [:]
         for result in results {
             operations.merge(result.operationsByKind.map { ("\(result.backend).\($0.key)", $0.value) }) { $0 + $1 }
+            for (key, count) in result.violations { violations[StressInvariant(rawValue: key)!, default: 0] += count }
         }
         return StressResult(
             backend: "all",
@@ -121,14 +123,26 @@ struct StressResult: Codable, Sendable {
 }
 
 /// The settings of a stress run, echoed in its JSON.
-struct StressConfiguration: Codable, Sendable {
-    var threads: Int
-    var durationSeconds: Double?
-    var operations: Int?
-    var load: Int
-    var timers: Int
-    var backends: [String]
-    var seed: UInt64
+public struct StressConfiguration: Codable, Sendable {
+    public var threads: Int
+    public var durationSeconds: Double?
+    public var operations: Int?
+    public var load: Int
+    public var timers: Int
+    public var backends: [String]
+    public var seed: UInt64
+
+    public init(
+        threads: Int, durationSeconds: Double?, operations: Int?, load: Int, timers: Int, backends: [String], seed: UInt64
+    ) {
+        self.threads = threads
+        self.durationSeconds = durationSeconds
+        self.operations = operations
+        self.load = load
+        self.timers = timers
+        self.backends = backends
+        self.seed = seed
+    }
 
     enum CodingKeys: String, CodingKey {
         case threads, operations, load, timers, backends, seed
@@ -137,9 +151,9 @@ struct StressConfiguration: Codable, Sendable {
 }
 
 /// The tables `metronome stress` prints.
-enum StressTable {
+public enum StressTable {
     /// Throughput and activity, one row per subject and the total.
-    static func summary(_ results: [StressResult]) -> String {
+    public static func summary(_ results: [StressResult]) -> String {
         let header = ["backend", "operations", "ops/s", "handlers", "one-shots", "ticks", "missed", "self-ops", "gated", "violations"]
         func text(_ value: Int?) -> String { value.map { "\($0)" } ?? "–" }
         let rows = results.map { result -> [String] in
@@ -157,7 +171,7 @@ enum StressTable {
     }
 
     /// One row per invariant, one column per subject.
-    static func violations(_ results: [StressResult]) -> String {
+    public static func violations(_ results: [StressResult]) -> String {
         let header = ["invariant"] + results.map(\.backend)
         let rows = StressInvariant.allCases.map { invariant in
             [invariant.summary] + results.map { "\($0.violations[invariant.rawValue] ?? 0)" }

@@ -78,7 +78,7 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
 /// Every violation seen, per subject and invariant, with the first few described.
 ///
 /// Violations are rare, so a lock per record costs nothing in a clean run.
-final class StressViolations: Sendable {
+public final class StressViolations: Sendable {
     private struct Storage {
         var counts: [String: [StressInvariant: Int]] = [:]
         var examples: [String] = []
@@ -88,6 +88,8 @@ final class StressViolations: Sendable {
     static let exampleLimit = 3
 
     private let storage = LockedCondition(Storage())
+
+    public init() {}
 
     func record(_ invariant: StressInvariant, subject: String, count: Int = 1, _ detail: @autoclosure () -> String) {
         guard count > 0 else { return }
@@ -103,11 +105,11 @@ final class StressViolations: Sendable {
         self.storage.withLock { $0.counts[subject] ?? [:] }
     }
 
-    var total: Int {
+    public var total: Int {
         self.storage.withLock { $0.counts.values.reduce(0) { $0 + $1.values.reduce(0, +) } }
     }
 
-    var examples: [String] {
+    public var examples: [String] {
         self.storage.withLock { $0.examples }
     }
 }

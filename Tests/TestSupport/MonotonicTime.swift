@@ -14,6 +14,18 @@ public enum MonotonicTime {
         return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
     }
 
+    /// Sleeps at least `duration`, resuming after a signal: for a test that lets time pass to
+    /// show that something does *not* happen, or a callback that simulates blocking work.
+    public static func sleep(for duration: Duration) {
+        let end = now() &+ duration.saturatingNanoseconds
+        var remaining = end &- now()
+        while remaining > 0 {
+            var request = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+            nanosleep(&request, nil)
+            remaining = end &- now()
+        }
+    }
+
     /// Busy-waits for `nanoseconds` without yielding the CPU.
     ///
     /// Simulates a handler that does work: sleeping would hand the CPU back and hide the cost

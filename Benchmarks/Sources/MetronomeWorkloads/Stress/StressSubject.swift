@@ -1,10 +1,9 @@
-import Glibc
 import MetronomeMeasurements
 
 /// Something `metronome stress` hammers from many threads: a pool of timers on one backend,
-/// or the id scheduler.
-protocol StressSubject: Sendable {
-    /// The row name: `engine`, `dispatch` or `scheduler`.
+/// the id scheduler, or engines' lifecycles.
+public protocol StressSubject: Sendable {
+    /// The row name: `engine`, `dispatch`, `scheduler` or `lifecycle`.
     var name: String { get }
 
     /// The operations ``step(_:)`` may perform, indexed by its return value.
@@ -40,13 +39,7 @@ extension SplitMix64 {
     }
 }
 
-/// Polls `condition` every millisecond until it holds or `seconds` pass.
+/// ``eventually(timeout:_:)`` with the timeout in seconds, as `StressTimerPool` calls it.
 func eventually(seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = MonotonicTime.now() + Int64(seconds * 1e9)
-    while !condition() {
-        if MonotonicTime.now() > deadline { return false }
-        var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
-        nanosleep(&pause, nil)
-    }
-    return true
+    MetronomeTestSupport.eventually(timeout: .seconds(seconds), condition)
 }

@@ -2,8 +2,8 @@ import Glibc
 
 /// A value guarded by a pthread mutex, with a condition variable to wait for it to change.
 ///
-/// Measurement threads (timer handlers, load threads) update shared state while the
-/// measuring thread waits for it to reach a target. `Synchronization.Mutex` would do, but on
+/// Measurement and test threads (timer handlers, load threads) update shared state while the
+/// measuring or testing thread waits for it to reach a target. `Synchronization.Mutex` would do, but on
 /// Swift 6.3.1 it draws false "Swift access race" reports under TSan (an 8-task increment
 /// test failed 3 of 3 runs; a pthread box ran clean), so this box
 /// is the NIO `NIOLock` pattern with a condition variable added.
@@ -53,6 +53,14 @@ public final class LockedCondition<Value> {
         pthread_mutex_lock(self.mutex)
         defer { pthread_mutex_unlock(self.mutex) }
         return try body(&self.storage.pointee)
+    }
+
+    /// Runs `body` with exclusive access to the value, then wakes every waiter: ``withLock(_:)``
+    /// followed by ``broadcast()``.
+    @discardableResult
+    public func update<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        defer { self.broadcast() }
+        return try self.withLock(body)
     }
 
     /// Wakes every thread blocked in ``wait(timeout:until:)`` so it re-checks its predicate.

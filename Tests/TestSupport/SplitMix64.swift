@@ -1,7 +1,8 @@
 /// Steele, Lea and Flood's SplitMix64: a tiny, seeded, deterministic random number generator.
 ///
 /// Coalescing runs must place the same deadlines for every backend and every run with the same
-/// seed; `SystemRandomNumberGenerator` cannot be seeded.
+/// seed, and a failing randomized test must replay from the seed it reports;
+/// `SystemRandomNumberGenerator` cannot be seeded.
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 

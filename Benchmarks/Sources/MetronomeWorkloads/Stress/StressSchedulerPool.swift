@@ -167,7 +167,7 @@ final class StressSchedulerPool: StressSubject {
             self.violations.record(.stall, subject: self.name, "the event stream did not finish within 10 s")
         }
         self.audit()
-        if !eventually(seconds: 5, { self.engine.counters.armed == 0 }) {
+        if !eventually(timeout: .seconds(5), { self.engine.counters.armed == 0 }) {
             let armed = self.engine.counters.armed
             self.violations.record(.engineArmed, subject: self.name, "\(armed) timers still armed")
         }

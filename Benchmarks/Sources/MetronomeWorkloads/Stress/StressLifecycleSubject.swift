@@ -242,12 +242,12 @@ final class StressLifecycleSubject: StressSubject {
         }
         last?.shutdown()
         withExtendedLifetime(last) {}
-        if !eventually(seconds: 10, { self.live.liveCount == 0 }) {
+        if !eventually(timeout: .seconds(10), { self.live.liveCount == 0 }) {
             let live = self.live.liveCount
             self.violations.record(
                 .liveContexts, subject: self.name, count: live, "\(live) of \(self.live.createdCount) contexts alive")
         }
-        if !eventually(seconds: 10, { Self.firingThreadsAlive() == 0 }) {
+        if !eventually(timeout: .seconds(10), { Self.firingThreadsAlive() == 0 }) {
             let alive = Self.firingThreadsAlive()
             self.violations.record(.enginesAlive, subject: self.name, count: alive, "\(alive) engines outlived the run")
         }

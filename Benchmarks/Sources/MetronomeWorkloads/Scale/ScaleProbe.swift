@@ -1,0 +1,67 @@
+internal import CMeasurements
+import Foundation
+import MetronomeMeasurements
+
+/// Measurements every subject shares: throughput of a loop, resident memory, threads.
+enum ScaleProbe {
+    /// Operations per second of `body(i)` for `i` in `0..<count`.
+    static func rate(_ count: Int, _ body: (Int) -> Void) -> Double {
+        let start = MonotonicTime.now()
+        for index in 0..<count { body(index) }
+        return Double(count) / (Double(MonotonicTime.now() - start) / 1e9)
+    }
+
+    /// Total operations per second of `threads` threads each running `perThread(thread)`.
+    static func rate(
+        threads: Int, operationsPerThread: Int, _ perThread: @escaping @Sendable (Int) -> Void
+    ) throws(SystemCallError) -> Double {
+        let start = MonotonicTime.now()
+        let workers = try (0..<threads).map { thread throws(SystemCallError) in try PosixThread.spawn { perThread(thread) } }
+        workers.forEach { $0.join() }
+        return Double(threads * operationsPerThread) / (Double(MonotonicTime.now() - start) / 1e9)
+    }
+
+    /// Resident memory of this process, from /proc/self/statm, after handing the pages
+    /// earlier phases freed back to the kernel (glibc's `malloc_trim`), so that reusing them
+    /// does not hide growth.
+    static func residentBytes() -> Int {
+        malloc_trim(0)
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+            let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+        else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// When the fire phase's first deadline falls: late enough that every timer is armed
+    /// before it, so arming never races firing (a timer armed after its deadline would
+    /// fire late and out of order). The lead is twice the arming time at `armingRate`,
+    /// the rate this backend just showed, so a slow build (a sanitizer) gets a longer one.
+    static func fireStart(timers: Int, armingRate: Double) -> Int64 {
+        let arming = Double(timers) / max(armingRate, 1) * 1e9
+        return MonotonicTime.now() + 200_000_000 + Int64(min(2 * arming, 600e9))
+    }
+
+    /// A fire-phase deadline: `first`, plus a random offset within the window.
+    static func fireDeadline(after first: Int64, _ config: ScaleConfiguration, _ random: inout SplitMix64) -> Int64 {
+        first + (config.fireWindowNanoseconds > 0 ? random.next(below: config.fireWindowNanoseconds) : 0)
+    }
+
+    /// A far-future deadline (an hour or two from `base`), so nothing fires while measuring.
+    static func farDeadline(_ random: inout SplitMix64, base: Int64) -> Int64 {
+        base + 3_600_000_000_000 + random.next(below: 3_600_000_000_000)
+    }
+
+    static func result(
+        _ name: String, timers: Int, addCancel: Double, allCores: Double?, reschedule: Double?,
+        bytes: Double, log: FireLog, firstDeadline: Int64
+    ) -> ScaleResult {
+        let summary = log.summary(firstDeadlineNanoseconds: firstDeadline)
+        return ScaleResult(
+            backend: name, timers: timers, addCancelPerSecond: addCancel, addCancelPerSecondAllCores: allCores,
+            reschedulePerSecond: reschedule, bytesPerTimer: bytes, fired: summary.latency.samples,
+            firesPerSecond: summary.firesPerSecond, outOfOrder: summary.outOfOrder,
+            early: summary.latency.early, p50LatenessMicroseconds: summary.latency.p50Microseconds,
+            p99LatenessMicroseconds: summary.latency.p99Microseconds
+        )
+    }
+}
