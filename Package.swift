@@ -54,7 +54,7 @@ let package = Package(
             name: "MetronomeTests",
             dependencies: ["Metronome", "MetronomeTesting", "MetronomeTestSupport"]
         ),
-        .testTarget(name: "MetronomePatternsTests", dependencies: ["Metronome"]),
+        .testTarget(name: "MetronomePatternsTests", dependencies: ["Metronome", "MetronomeTesting"]),
         .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome"]),
     ],
     swiftLanguageModes: [.v6]
