@@ -120,15 +120,16 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
         self.now = now
         self.timer = SafeDispatchTimer(queue: nil, backend: backend, clock: .monotonic)
         self.onExpiry = onExpiry
-        // Repeating so that a firing that finds the value touched can move the same timer
-        // (a one-shot that fired can only be scheduled again, with a new handler). The
-        // period is only a fallback: each firing re-arms for the recorded expiry or ends.
-        self.timer.schedule(
-            at: TimerInstant(nanoseconds: expiry),
-            every: .nanoseconds(max(lifetimeNanoseconds, 1))
-        ) { [weak self] tick in
+        self.timer.schedule(at: TimerInstant(nanoseconds: expiry), every: self.period) { [weak self] tick in
             self?.fired(at: tick.fired.nanoseconds)
         }
+    }
+
+    /// Repeating, so that a firing that finds the value touched can move the same timer (a
+    /// one-shot that fired can only be scheduled again, with a new handler). The period is
+    /// only a fallback: each firing re-arms for the recorded expiry or ends the value.
+    private var period: Duration {
+        .nanoseconds(max(self.lifetimeNanoseconds, 1))
     }
 
     /// The value, or `nil` once it has expired or was invalidated.
@@ -189,10 +190,7 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
             if now < recorded {
                 // Touched since the timer was armed: wait for the rest on the same timer. A
                 // touch meanwhile only moves the expiry later, which the next firing sees.
-                self.timer.reschedule(
-                    at: TimerInstant(nanoseconds: recorded),
-                    every: .nanoseconds(max(self.lifetimeNanoseconds, 1))
-                )
+                self.timer.reschedule(at: TimerInstant(nanoseconds: recorded), every: self.period)
                 return
             }
             let (exchanged, current) = self.expiry.compareExchange(
