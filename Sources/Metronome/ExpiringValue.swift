@@ -15,6 +15,10 @@ import Synchronization
 /// `onExpiry` runs exactly once). The value never expires before ``lifetime`` has passed
 /// since its creation or its last successful touch.
 ///
+/// The container holds the value until it is released, also after it expired or was
+/// invalidated, so that reading or ending it takes no lock: release the container (as an
+/// `onExpiry` that removes it from its table does) to free the value.
+///
 /// `onExpiry` runs where the backend fires (for an engine, its firing thread): keep it
 /// short, or hand the work to a queue. It may touch or read this container (which will have
 /// expired).
@@ -38,8 +42,9 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     /// negative.
     private static var ended: Int64 { .min }
 
-    /// The value until whoever ended it takes it out, so that ending releases it.
-    private let content: LockedBox<Value?>
+    /// Read only while ``expiry`` is not ended, and then by whoever ended it: immutable, so
+    /// reading it takes no lock. Held until the container is released.
+    private let content: Value
 
     private let lifetimeNanoseconds: Int64
 
@@ -115,7 +120,7 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
         }
         let expiry = now().addingSaturating(lifetimeNanoseconds)
         self.expiry = Atomic(expiry)
-        self.content = LockedBox(Optional(value))
+        self.content = value
         self.lifetimeNanoseconds = lifetimeNanoseconds
         self.now = now
         self.timer = SafeDispatchTimer(queue: nil, backend: backend, clock: .monotonic)
@@ -134,10 +139,7 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
 
     /// The value, or `nil` once it has expired or was invalidated.
     public var value: Value? {
-        // Once the word is ended, no read may find the value, even before whoever ended it
-        // has taken it out.
-        guard !self.isExpired else { return nil }
-        return self.content.withLockedValue { $0 }
+        self.isExpired ? nil : self.content
     }
 
     /// Whether the value has expired or was invalidated.
@@ -172,14 +174,14 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
         return false
     }
 
-    /// Drops the value without calling `onExpiry` and disarms the timer.
+    /// Ends the value without calling `onExpiry` and disarms the timer.
     ///
     /// - Returns: The value, or `nil` if it had already expired or was invalidated.
     @discardableResult
     public func invalidate() -> Value? {
         guard self.expiry.exchange(Self.ended, ordering: .relaxed) != Self.ended else { return nil }
         self.timer.cancel()
-        return self.takeValue()
+        return self.content
     }
 
     /// A firing of the timer; `now` is when it fired, never later than the present, so a
@@ -200,18 +202,10 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
             )
             if exchanged {
                 self.timer.cancel()
-                if let value = self.takeValue() { self.onExpiry(value) }
+                self.onExpiry(self.content)
                 return
             }
             recorded = current
-        }
-    }
-
-    /// Takes the value out; called once, by whoever ended the word.
-    private func takeValue() -> Value? {
-        self.content.withLockedValue { content in
-            defer { content = nil }
-            return content
         }
     }
 }
