@@ -77,7 +77,10 @@ let package = Package(
             name: "MetronomeTests",
             dependencies: ["Metronome", "MetronomeTesting", "MetronomeTestSupport"]
         ),
-        .testTarget(name: "MetronomePatternsTests", dependencies: ["Metronome", "MetronomeTestSupport"]),
+        .testTarget(
+            name: "MetronomePatternsTests",
+            dependencies: ["Metronome", "MetronomeTesting", "MetronomeTestSupport"]
+        ),
         .testTarget(name: "MetronomeStressTests", dependencies: ["Metronome", "MetronomeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,15 +1,27 @@
+import Synchronization
+
 /// A value that expires after a lifetime without use: a time-limited container.
 ///
-/// The value and the timer that ends it are one thing: the value, the timer's generation
-/// and the decision to expire live under one lock, so a ``touch()`` racing the expiry
-/// resolves one way only. Either the touch wins (it returns `true`, the value stays and a
-/// new lifetime starts) or the expiry wins (the touch returns `false` and `onExpiry` runs
-/// exactly once). Each touch arms a fresh timer of a new generation; a firing of an older
-/// generation finds the generation moved on and does nothing, so a stale timer can never
-/// expire a value that was touched after it was armed.
+/// A ``touch()`` only records the new expiry instant in one atomic word: no lock, no
+/// allocation and no call into the engine, so touching on every request costs about a clock
+/// read. The container's one timer stays armed for the expiry it last saw; when it fires
+/// before the recorded expiry (the value was touched meanwhile), it re-arms itself for the
+/// rest of the lifetime.
 ///
-/// `onExpiry` runs outside the lock, where the backend fires (for an engine, its firing
-/// thread): keep it short, or hand the work to a queue. It may touch or read this container (which will have expired).
+/// A touch racing the expiry resolves one way only, because both change the same word: the
+/// expiry replaces the instant it found past with an "expired" mark, and only if no touch
+/// replaced that instant first. Either the touch wins (it returns `true`, the value stays
+/// and lives ``lifetime`` from the touch) or the expiry wins (the touch returns `false` and
+/// `onExpiry` runs exactly once). The value never expires before ``lifetime`` has passed
+/// since its creation or its last successful touch.
+///
+/// The container holds the value until it is released, also after it expired or was
+/// invalidated, so that reading or ending it takes no lock: release the container (as an
+/// `onExpiry` that removes it from its table does) to free the value.
+///
+/// `onExpiry` runs where the backend fires (for an engine, its firing thread): keep it
+/// short, or hand the work to a queue. It may touch or read this container (which will have
+/// expired).
 ///
 /// ```swift
 /// let session = ExpiringValue(Session(user: id), lifetime: .seconds(30)) { session in
@@ -21,29 +33,48 @@
 /// }
 /// ```
 public final class ExpiringValue<Value: Sendable>: Sendable {
-    private struct State {
-        /// The value, or `nil` once it expired or was invalidated.
-        var value: Value?
-        /// Bumped by every touch and by invalidation; a firing must match it to expire.
-        var generation: UInt64 = 0
-        /// The timer of the current generation.
-        var timer: SafeDispatchTimer?
+    // What a touch reads comes first, beside the object header: with a million values a
+    // touch is a cache miss on its value, and these fields then share that miss; the value,
+    // of any size, comes last.
+
+    /// The instant the value expires, in nanoseconds on the monotonic clock as the backend
+    /// reads it, or ``ended`` once it expired or was invalidated. It only moves later, and
+    /// ``ended`` is final.
+    private let expiry: Atomic<Int64>
+
+    /// The mark for "expired or invalidated"; no expiry reaches it, as a lifetime is never
+    /// negative.
+    private static var ended: Int64 { .min }
+
+    private let lifetimeNanoseconds: Int64
+
+    /// Reads the backend's monotonic clock: virtual time on a test double.
+    private let now: @Sendable () -> Int64
+
+    private let timer: SafeDispatchTimer
+
+    private let onExpiry: @Sendable (Value) -> Void
+
+    /// Read only while ``expiry`` is not ended, and then by whoever ended it: immutable, so
+    /// reading it takes no lock. Held until the container is released.
+    private let content: Value
+
+    /// How long the value lives after creation or its last ``touch()``: the lifetime given,
+    /// with a negative one counted as zero and one past `Int64` nanoseconds (about 292
+    /// years) cut to that.
+    public var lifetime: Duration {
+        .nanoseconds(self.lifetimeNanoseconds)
     }
 
-    private let state: LockedBox<State>
+    /// What the expiry timer runs on.
+    public var backend: SafeDispatchTimer.Backend {
+        self.timer.backend
+    }
 
-    /// How long the value lives after creation or its last ``touch()``.
-    public let lifetime: Duration
-
-    /// What the expiry timers run on.
-    public let backend: SafeDispatchTimer.Backend
-
-    /// The engine the expiry timers run on; `nil` when ``backend`` is not an engine.
+    /// The engine the expiry timer runs on; `nil` when ``backend`` is not an engine.
     public var engine: TimerEngine? {
         self.backend.engine
     }
-
-    private let onExpiry: @Sendable (Value) -> Void
 
     /// Stores `value` and starts its lifetime, with its expiry timer on `engine`.
     ///
@@ -52,10 +83,9 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     ///   - lifetime: How long the value lives without a ``touch()``; zero or negative
     ///     expires it at once (on the engine's thread).
     ///   - engine: The engine that runs the expiry timer.
-    ///   - onExpiry: Called once with the value when it expires, outside the lock. Not
-    ///     called after ``invalidate()``, nor when the container is released first.
-    ///     On an engine that was shut down the timer cannot be armed and the value does
-    ///     not expire by itself.
+    ///   - onExpiry: Called once with the value when it expires. Not called after
+    ///     ``invalidate()``, nor when the container is released first. On an engine that
+    ///     was shut down the timer cannot be armed and the value does not expire by itself.
     public convenience init(
         _ value: Value,
         lifetime: Duration,
@@ -75,88 +105,111 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     ///   - lifetime: How long the value lives without a ``touch()``; zero or negative
     ///     expires it at once (where the backend fires).
     ///   - backend: What runs the expiry timer; the shared engine by default.
-    ///   - onExpiry: Called once with the value when it expires, outside the lock. Not
-    ///     called after ``invalidate()``, nor when the container is released first.
-    ///     When the backend cannot arm the timer (an engine that was shut down, a lifetime
-    ///     too long for `Int64` nanoseconds) the value does not expire by itself.
+    ///   - onExpiry: Called once with the value when it expires. Not called after
+    ///     ``invalidate()``, nor when the container is released first. When the backend
+    ///     cannot arm the timer (an engine that was shut down) the value does not expire by
+    ///     itself.
     public init(
         _ value: Value,
         lifetime: Duration,
         backend: SafeDispatchTimer.Backend = .engine(.shared),
         onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
-        self.state = LockedBox(State(value: value))
-        self.lifetime = lifetime
-        self.backend = backend
+        let lifetimeNanoseconds = max(lifetime, .zero).saturatingNanoseconds
+        let now: @Sendable () -> Int64
+        switch backend {
+        case .custom(let timeline): now = { timeline.now(.monotonic) }
+        // No capture: a touch on a real clock calls no context and allocates none.
+        case .engine, .dispatch: now = { TimerClock.monotonic.now().nanoseconds }
+        }
+        let expiry = now().addingSaturating(lifetimeNanoseconds)
+        self.expiry = Atomic(expiry)
+        self.content = value
+        self.lifetimeNanoseconds = lifetimeNanoseconds
+        self.now = now
+        self.timer = SafeDispatchTimer(queue: nil, backend: backend, clock: .monotonic)
         self.onExpiry = onExpiry
-        _ = self.rearm()
+        self.timer.schedule(at: TimerInstant(nanoseconds: expiry), every: self.period) { [weak self] tick in
+            self?.fired(at: tick.fired.nanoseconds)
+        }
+    }
+
+    /// Repeating, so that a firing that finds the value touched can move the same timer (a
+    /// one-shot that fired can only be scheduled again, with a new handler). The period is
+    /// only a fallback: each firing re-arms for the recorded expiry or ends the value.
+    private var period: Duration {
+        .nanoseconds(max(self.lifetimeNanoseconds, 1))
     }
 
     /// The value, or `nil` once it has expired or was invalidated.
     public var value: Value? {
-        self.state.withLockedValue { $0.value }
+        self.isExpired ? nil : self.content
     }
 
     /// Whether the value has expired or was invalidated.
     public var isExpired: Bool {
-        self.state.withLockedValue { $0.value == nil }
+        self.expiry.load(ordering: .relaxed) == Self.ended
     }
 
     /// Starts a new lifetime from now.
+    ///
+    /// Lock-free and allocation-free: it reads the clock and stores the new expiry, leaving
+    /// the timer where it is.
     ///
     /// - Returns: `true` if the value was still there (it now lives ``lifetime`` from now);
     ///   `false` if it had already expired or was invalidated, in which case nothing changes.
     @discardableResult
     public func touch() -> Bool {
-        self.rearm()
+        let expiry = self.now().addingSaturating(self.lifetimeNanoseconds)
+        var recorded = self.expiry.load(ordering: .relaxed)
+        // Every change to the word is a compare-exchange against what was read, so an end
+        // that slipped in between makes the exchange fail instead of being overwritten.
+        while recorded != Self.ended {
+            // A concurrent touch that read the clock later already covers this one.
+            if recorded >= expiry { return true }
+            let (exchanged, current) = self.expiry.compareExchange(
+                expected: recorded,
+                desired: expiry,
+                ordering: .relaxed
+            )
+            if exchanged { return true }
+            recorded = current
+        }
+        return false
     }
 
-    /// Drops the value without calling `onExpiry` and disarms the timer.
+    /// Ends the value without calling `onExpiry` and disarms the timer.
     ///
     /// - Returns: The value, or `nil` if it had already expired or was invalidated.
     @discardableResult
     public func invalidate() -> Value? {
-        let (value, timer) = self.state.withLockedValue { state -> (Value?, SafeDispatchTimer?) in
-            let value = state.value
-            state.value = nil
-            state.generation &+= 1
-            defer { state.timer = nil }
-            return (value, state.timer)
-        }
-        timer?.cancel()
-        return value
+        guard self.expiry.exchange(Self.ended, ordering: .relaxed) != Self.ended else { return nil }
+        self.timer.cancel()
+        return self.content
     }
 
-    /// Opens a new generation with its own timer, if the value is still there.
-    private func rearm() -> Bool {
-        let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: .monotonic)
-        let (generation, previous) = self.state.withLockedValue { state -> (UInt64?, SafeDispatchTimer?) in
-            guard state.value != nil else { return (nil, nil) }
-            state.generation &+= 1
-            defer { state.timer = timer }
-            return (state.generation, state.timer)
+    /// A firing of the timer; `now` is when it fired, never later than the present, so a
+    /// decision to end on it cannot be early.
+    private func fired(at now: Int64) {
+        var recorded = self.expiry.load(ordering: .relaxed)
+        while recorded != Self.ended {
+            if now < recorded {
+                // Touched since the timer was armed: wait for the rest on the same timer. A
+                // touch meanwhile only moves the expiry later, which the next firing sees.
+                self.timer.reschedule(at: TimerInstant(nanoseconds: recorded), every: self.period)
+                return
+            }
+            let (exchanged, current) = self.expiry.compareExchange(
+                expected: recorded,
+                desired: Self.ended,
+                ordering: .relaxed
+            )
+            if exchanged {
+                self.timer.cancel()
+                self.onExpiry(self.content)
+                return
+            }
+            recorded = current
         }
-        guard let generation else { return false }
-        previous?.cancel()
-        timer.schedule(after: max(self.lifetime, .zero)) { [weak self] _ in
-            self?.expire(generation: generation)
-        }
-        // A newer touch may have taken over before this timer was armed; it then could not
-        // disarm it, so do it here rather than leave a stale timer armed.
-        let stale = self.state.withLockedValue { $0.generation != generation }
-        if stale { timer.cancel() }
-        return true
-    }
-
-    private func expire(generation: UInt64) {
-        // The timer is released outside the lock: its deinit calls into the engine.
-        let (value, timer) = self.state.withLockedValue { state -> (Value?, SafeDispatchTimer?) in
-            guard state.generation == generation, let value = state.value else { return (nil, nil) }
-            state.value = nil
-            defer { state.timer = nil }
-            return (value, state.timer)
-        }
-        withExtendedLifetime(timer) {}
-        if let value { self.onExpiry(value) }
     }
 }

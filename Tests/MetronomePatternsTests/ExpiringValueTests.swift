@@ -1,5 +1,6 @@
 import Foundation
 import Metronome
+import MetronomeTesting
 import Testing
 
 @Suite(.serialized)
@@ -89,51 +90,205 @@ struct ExpiringValueTests {
         #expect(expiries.count == 0)
     }
 
-    /// Each race: a tiny lifetime, a touch at a random moment around the expiry.
-    @Test(.timeLimit(.minutes(1)))
+    /// Each race: a tiny lifetime, a touch at a random moment around the expiry, 100k of
+    /// them from 8 threads at once. The races are checked together at the end, so that no
+    /// thread waits for an expiry and the touches keep landing on live timers.
+    @Test(.timeLimit(.minutes(3)))
     func touchRacingExpiryResolvesOneWay() async throws {
+        struct Race: Sendable {
+            let id: Int
+            let created: TimerInstant
+            let lifetime: Duration
+            let touchStart: TimerInstant
+            let touched: Bool
+            /// The touch lost, yet the value could still be read.
+            let keptAfterLosing: Bool
+        }
         let engine = self.engine
-        let workers = 2
-        let racesPerWorker = 5000
-        let failures = Recorder<String>()
-        let touchWins = Recorder<Int>()
-        let expiryWins = Recorder<Int>()
-        let allExpiries = Recorder<Recorder<TimerInstant>>()
+        let workers = 8
+        let racesPerWorker = 12_500
+        let total = workers * racesPerWorker
+        let expiries = Recorder<(id: Int, at: TimerInstant)>()
+        let races = Recorder<[Race]>()
+        // Released, a container would never expire: they all live until the checks.
+        let containers = Recorder<[ExpiringValue<Int>]>()
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            for race in 0..<racesPerWorker {
+            var mine: [Race] = []
+            var values: [ExpiringValue<Int>] = []
+            for index in 0..<racesPerWorker {
+                let id = worker * racesPerWorker + index
                 let lifetime = Duration.nanoseconds(Int.random(in: 0...50_000))
-                let expiries = Recorder<TimerInstant>()
-                allExpiries.append(expiries)
-                let value = ExpiringValue(race, lifetime: lifetime, engine: engine) { _ in
-                    expiries.append(TimerClock.monotonic.now())
+                let created = TimerClock.monotonic.now()
+                let value = ExpiringValue(id, lifetime: lifetime, engine: engine) { id in
+                    expiries.append((id, TimerClock.monotonic.now()))
                 }
                 spin(for: .nanoseconds(Int.random(in: 0...60_000)))
                 let touchStart = TimerClock.monotonic.now()
                 let touched = value.touch()
-                if touched {
-                    touchWins.append(worker)
-                } else {
-                    expiryWins.append(worker)
-                    if value.value != nil { failures.append("touch false but value kept") }
-                }
-                guard expiries.wait(forCount: 1, timeout: .seconds(5)) else {
-                    failures.append("no expiry (touched: \(touched))")
-                    continue
-                }
-                if touched, expiries.entries[0] < touchStart.advanced(by: lifetime) {
-                    failures.append("touch won but expiry came before the new lifetime ended")
-                }
-                if value.value != nil { failures.append("value kept after expiry") }
+                let kept = !touched && value.value != nil
+                mine.append(Race(id: id, created: created, lifetime: lifetime, touchStart: touchStart, touched: touched, keptAfterLosing: kept))
+                values.append(value)
             }
+            races.append(mine)
+            containers.append(values)
         }
+        #expect(expiries.wait(forCount: total, timeout: .seconds(60)))
         // Give any wrong second expiry a chance to show up before counting.
         try await Task.sleep(for: .milliseconds(50))
-        let counts = allExpiries.entries.map(\.count)
-        #expect(counts.count == workers * racesPerWorker)
-        #expect(counts.allSatisfy { $0 == 1 })
-        #expect(failures.entries.isEmpty, "\(failures.entries.prefix(5))")
-        #expect(touchWins.count + expiryWins.count == workers * racesPerWorker)
+        var expiredAt = [TimerInstant?](repeating: nil, count: total)
+        var failures: [String] = []
+        for (id, at) in expiries.entries {
+            if expiredAt[id] != nil { failures.append("\(id): expired twice") }
+            expiredAt[id] = at
+        }
+        var touchWins = 0
+        for race in races.entries.joined() {
+            if race.touched { touchWins += 1 }
+            if race.keptAfterLosing { failures.append("\(race.id): touch lost but the value stayed") }
+            guard let at = expiredAt[race.id] else {
+                failures.append("\(race.id): never expired")
+                continue
+            }
+            let lifeStart = race.touched ? race.touchStart : race.created
+            if at < lifeStart.advanced(by: race.lifetime) { failures.append("\(race.id): expired early") }
+        }
+        #expect(failures.isEmpty, "\(failures.count) failures: \(failures.prefix(5))")
+        #expect(containers.entries.joined().allSatisfy { $0.isExpired && $0.value == nil && !$0.touch() })
         #expect(await eventually { engine.counters.armed == 0 })
-        print("touch won \(touchWins.count), expiry won \(expiryWins.count)")
+        print("touch won \(touchWins) of \(total) races")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func hugeLifetimeStaysArmedUntilInvalidated() {
+        let expiries = Recorder<Int>()
+        let value = ExpiringValue(3, lifetime: .seconds(Int64.max), engine: self.engine) { expiries.append($0) }
+        #expect(value.lifetime == .nanoseconds(Int64.max))
+        #expect(value.touch())
+        #expect(value.value == 3)
+        #expect(value.invalidate() == 3)
+        #expect(!value.touch())
+        #expect(expiries.count == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func onAShutDownEngineTheValueStaysUntilInvalidated() throws {
+        let engine = try makeEngine()
+        engine.shutdown()
+        let expiries = Recorder<Int>()
+        let value = ExpiringValue(4, lifetime: .zero, engine: engine) { expiries.append($0) }
+        #expect(value.touch())
+        #expect(value.value == 4)
+        #expect(value.invalidate() == 4)
+        #expect(expiries.count == 0)
+    }
+}
+
+/// The same container in virtual time, where every firing and re-arming is deterministic.
+@Suite
+struct ExpiringValueVirtualTimeTests {
+    let timeline = ManualTimeline()
+
+    func makeValue(lifetime: Duration, expiries: Recorder<String>) -> ExpiringValue<String> {
+        ExpiringValue("session", lifetime: lifetime, backend: .custom(self.timeline)) { expiries.append($0) }
+    }
+
+    @Test
+    func aLateTouchMovesTheSameTimerToTheRestOfTheLifetime() {
+        let expiries = Recorder<String>()
+        let value = self.makeValue(lifetime: .seconds(10), expiries: expiries)
+        self.timeline.advance(by: .seconds(2))
+        #expect(value.touch())
+        self.timeline.advance(by: .seconds(7))
+        // The last touch counts: at 9 s, so the value lives until 19 s.
+        for _ in 0..<1000 { #expect(value.touch()) }
+        #expect(self.timeline.armedCount == 1)
+        // The timer fires at its first deadline, 10 s, and re-arms for 19 s.
+        self.timeline.advance(to: TimerInstant(nanoseconds: 0).advanced(by: .seconds(10)))
+        #expect(value.value == "session")
+        #expect(self.timeline.armedCount == 1)
+        self.timeline.advance(to: TimerInstant(nanoseconds: 0).advanced(by: .seconds(19) - .nanoseconds(1)))
+        #expect(value.value == "session")
+        #expect(expiries.count == 0)
+        self.timeline.advance(by: .nanoseconds(1))
+        #expect(value.value == nil)
+        #expect(expiries.entries == ["session"])
+        #expect(self.timeline.armedCount == 0)
+        self.timeline.advance(by: .seconds(60))
+        #expect(expiries.count == 1)
+    }
+
+    @Test
+    func aTouchAfterTheExpiryFiredLoses() {
+        let expiries = Recorder<String>()
+        let value = self.makeValue(lifetime: .seconds(1), expiries: expiries)
+        self.timeline.advance(by: .seconds(1))
+        #expect(expiries.entries == ["session"])
+        #expect(!value.touch())
+        #expect(value.isExpired)
+        #expect(value.invalidate() == nil)
+    }
+
+    @Test(arguments: [Duration.zero, .seconds(-5)])
+    func aLifetimeOfZeroOrLessExpiresAtTheFirstFiring(lifetime: Duration) {
+        let expiries = Recorder<String>()
+        let value = self.makeValue(lifetime: lifetime, expiries: expiries)
+        #expect(value.lifetime == .zero)
+        // Nothing fires between calls: the value is there until time is advanced.
+        #expect(value.touch())
+        self.timeline.advance(by: .zero)
+        #expect(expiries.entries == ["session"])
+        #expect(!value.touch())
+        #expect(self.timeline.armedCount == 0)
+    }
+
+    @Test
+    func aHugeLifetimeSaturatesInsteadOfOverflowing() {
+        let expiries = Recorder<String>()
+        let value = self.makeValue(lifetime: .seconds(Int64.max), expiries: expiries)
+        self.timeline.advance(by: .seconds(1_000_000_000))
+        #expect(value.touch())
+        self.timeline.advance(by: .seconds(1_000_000_000))
+        #expect(value.value == "session")
+        #expect(expiries.count == 0)
+        #expect(self.timeline.armedCount == 1)
+    }
+
+    @Test
+    func touchAfterInvalidateFailsAndNothingFires() {
+        let expiries = Recorder<String>()
+        let value = self.makeValue(lifetime: .seconds(1), expiries: expiries)
+        self.timeline.advance(by: .milliseconds(500))
+        #expect(value.touch())
+        #expect(value.invalidate() == "session")
+        #expect(!value.touch())
+        #expect(value.value == nil)
+        #expect(self.timeline.armedCount == 0)
+        self.timeline.advance(by: .seconds(5))
+        #expect(expiries.count == 0)
+    }
+
+    @Test
+    func releasingTheContainerDisarmsItsTimer() {
+        let expiries = Recorder<String>()
+        do {
+            let value = self.makeValue(lifetime: .seconds(1), expiries: expiries)
+            #expect(value.touch())
+        }
+        #expect(self.timeline.armedCount == 0)
+        self.timeline.advance(by: .seconds(5))
+        #expect(expiries.count == 0)
+    }
+
+    @Test
+    func onExpiryFindsTheContainerExpired() {
+        let seen = Recorder<String>()
+        let container = Recorder<ExpiringValue<String>>()
+        let value = ExpiringValue("session", lifetime: .seconds(1), backend: .custom(self.timeline)) { _ in
+            let value = container.entries[0]
+            seen.append("touch \(value.touch()), value \(value.value ?? "nil"), expired \(value.isExpired)")
+        }
+        container.append(value)
+        self.timeline.advance(by: .seconds(1))
+        #expect(seen.entries == ["touch false, value nil, expired true"])
     }
 }

@@ -210,6 +210,22 @@ private func swiftBenchmarks() {
         dropEngine()
     }
 
+    // A touch records the value's new expiry in one atomic word and leaves its timer armed
+    // (an hour out): no allocation, no engine call.
+    let valueSlot = Slot<ExpiringValue<Int>>()
+    Benchmark("ExpiringValue touch (engine)") { benchmark in
+        let value = valueSlot.value!
+        for _ in benchmark.scaledIterations {
+            blackHole(value.touch())
+        }
+    } setup: {
+        try makeEngine()
+        valueSlot.value = ExpiringValue(0, lifetime: .seconds(3_600), engine: engineSlot.value!)
+    } teardown: {
+        valueSlot.value = nil
+        dropEngine()
+    }
+
     let suspendSlot = Slot<SafeDispatchTimer>()
     Benchmark("SafeDispatchTimer suspend+resume (engine)") { benchmark in
         let timer = suspendSlot.value!

@@ -102,4 +102,19 @@ struct CLISmokeTests {
             #expect((row["add_cancel_per_s"] as? Double ?? 0) > 0)
         }
     }
+
+    @Test(.timeLimit(.minutes(5)))
+    func scaleSessionsExpiresEachLeftSessionOnceAndNoneEarly() throws {
+        let report = try self.envelope(
+            ["scale", "--workload", "sessions", "--timers", "20000", "--operations", "20000"], command: "scale")
+        #expect(report.config["workload"] as? String == "sessions")
+        #expect(report.results.map { $0["backend"] as? String } == ["expiring-value", "gcd-work-item"])
+        for row in report.results {
+            #expect(row["values"] as? Int == 20000)
+            #expect(row["expired_once"] as? Int == row["expiring"] as? Int, "\(row)")
+            #expect(row["expired_more_than_once"] as? Int == 0, "\(row)")
+            #expect(row["early"] as? Int == 0, "\(row)")
+            #expect((row["touches_per_s"] as? Double ?? 0) > 0)
+        }
+    }
 }

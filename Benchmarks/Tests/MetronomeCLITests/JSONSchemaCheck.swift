@@ -1,7 +1,7 @@
 import Foundation
 
 /// Checks a decoded JSON value against the part of JSON Schema our schema files use:
-/// `type` (one name or a list), `const`, `required`, `properties` and `items`.
+/// `type` (one name or a list), `const`, `required`, `properties`, `items` and `anyOf`.
 ///
 /// Enough to catch a key that went missing or changed type; a full validator would be a
 /// dependency for four files.
@@ -33,6 +33,12 @@ enum JSONSchemaCheck {
             }
             for (key, property) in schema["properties"] as? [String: [String: Any]] ?? [:] {
                 if let child = object[key] { found += self.violations(of: child, against: property, at: "\(path).\(key)") }
+            }
+        }
+        if let alternatives = schema["anyOf"] as? [[String: Any]] {
+            let failures = alternatives.map { self.violations(of: value, against: $0, at: path) }
+            if !failures.contains(where: \.isEmpty) {
+                found.append("\(path): matches no alternative: \(failures.map { $0.joined(separator: "; ") })")
             }
         }
         if let array = value as? [Any], let items = schema["items"] as? [String: Any] {

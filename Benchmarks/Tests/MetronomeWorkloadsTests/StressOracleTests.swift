@@ -49,8 +49,8 @@ import Testing
         var shadow = StressShadow()
         let grid = StressGrid(start: 0, period: Self.period)
         shadow.register(grid, token: 1)
-        let ticket = shadow.begin(arming: false)
-        shadow.end(ticket, arming: false, transition: .stop(cause: .afterCancel, allowance: 1))
+        let ticket = shadow.begin(.cancel(allowance: 1))
+        shadow.end(ticket, .cancel(allowance: 1), accepted: true)
         var broken: [StressInvariant] = []
         var gated = false
         for scheduled in [Self.period, 2 * Self.period] {

@@ -11,7 +11,10 @@ struct ScaleCommand: ParsableCommand {
         abstract: "Add+cancel, reschedule, memory per timer and fire throughput with many timers armed."
     )
 
-    @Option(help: "Timers armed for the core and the Swift API, 1 to 10000000 (and 1 KB each of this machine's memory).")
+    @Option(help: "timers: add, cancel, reschedule, memory and firing; sessions: ExpiringValue touched from every core against GCD work items.")
+    var workload: ScaleWorkload = .timers
+
+    @Option(help: "Timers armed for the core and the Swift API (sessions: live values for both), 1 to 10000000 (and 1 KB each of this machine's memory).")
     var timers: Int = 1_000_000
 
     @Option(
@@ -50,6 +53,9 @@ struct ScaleCommand: ParsableCommand {
     }
 
     func run() throws {
+        guard self.workload == .timers else {
+            return try SessionsWorkload(values: self.timers, operations: self.operations, seed: self.seed).run(json: self.json)
+        }
         let startedAt = Date()
         let config = ScaleConfiguration(
             timers: self.timers, gcdTimers: self.gcdTimers, operations: self.operations,
