@@ -45,6 +45,10 @@ struct TimerStateMachine {
     /// Set by ``close()``: the timer never arms again.
     private var isClosed = false
 
+    /// The arming of a one-shot that fired: the seam still holds it until the next
+    /// schedule or the close disarms it.
+    private var spent: UInt64?
+
     /// The latest deadline of the current schedule a handler was run for. Resuming never
     /// arms at or before it, whatever `now` the caller read: a clock read before a tick was
     /// delivered must not bring that tick's deadline back.
@@ -56,6 +60,9 @@ struct TimerStateMachine {
         let schedule: TimerSchedule
         /// Names this arming in ``armed(generation:arming:)`` and ``refused(generation:)``.
         let generation: UInt64
+        /// The arming this one replaces, to disarm first: the running one a reschedule
+        /// moves, or a fired one-shot's, which the seam still holds.
+        var disarming: UInt64? = nil
     }
 
     /// What the owner must do after ``schedule(_:)``.
@@ -72,7 +79,7 @@ struct TimerStateMachine {
         case .idle where !self.isClosed, .cancelled where !self.isClosed:
             self.idleIfRefused = self.state == .idle
             self.lastDelivered = nil
-            return .arm(self.arming(schedule))
+            return .arm(self.arming(schedule, disarming: self.spent.take()))
         case .idle, .cancelled, .running, .suspended:
             return .reject
         }
@@ -81,7 +88,7 @@ struct TimerStateMachine {
     /// What the owner must do after ``reschedule(_:)``.
     enum RescheduleAction: Equatable {
         /// Disarm the previous arming, if it had been reserved, then arm the new schedule.
-        case rearm(disarming: UInt64?, Arm)
+        case arm(Arm)
         /// The new schedule is stored; the timer stays suspended and ``resume(now:)`` arms it.
         case keepSuspended
         /// The timer is not scheduled; nothing changed (use ``schedule(_:)``).
@@ -94,7 +101,7 @@ struct TimerStateMachine {
         case .running(_, _, let previous):
             self.idleIfRefused = false
             self.lastDelivered = nil
-            return .rearm(disarming: previous, self.arming(schedule))
+            return .arm(self.arming(schedule, disarming: previous))
         case .suspended:
             self.state = .suspended(schedule)
             self.lastDelivered = nil
@@ -170,6 +177,7 @@ struct TimerStateMachine {
     /// cancellation to another thread without re-checking after arming.
     mutating func close() -> StopAction {
         self.isClosed = true
+        if let spent = self.spent.take() { return .disarm(spent) }
         return self.cancel()
     }
 
@@ -209,15 +217,16 @@ struct TimerStateMachine {
             self.lastDelivered = scheduled
         } else {
             self.state = .idle
+            self.spent = arming
         }
         return .runHandler
     }
 
     /// Enters `running` for `schedule` under a new generation, to be armed.
-    private mutating func arming(_ schedule: TimerSchedule) -> Arm {
+    private mutating func arming(_ schedule: TimerSchedule, disarming previous: UInt64? = nil) -> Arm {
         self.lastGeneration &+= 1
         self.state = .running(schedule, generation: self.lastGeneration, arming: nil)
-        return Arm(schedule: schedule, generation: self.lastGeneration)
+        return Arm(schedule: schedule, generation: self.lastGeneration, disarming: previous)
     }
 }
 

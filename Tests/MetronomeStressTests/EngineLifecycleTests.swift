@@ -85,6 +85,32 @@ struct EngineLifecycleTests {
         #expect((try? TimerEngine(configuration: .init(spinWindow: TimerEngine.Configuration.maximumSpinWindow))) != nil)
     }
 
+    /// A one-shot that fired leaves its C timer to the timer that armed it, to be disarmed
+    /// by the next schedule or by the timer's release: rescheduling it many times holds one
+    /// C timer, and dropping it releases everything, down to the engine.
+    @Test(.timeLimit(.minutes(1)))
+    func firedOneShotsAreReleasedWithTheirTimer() throws {
+        weak var released: TimerEngine?
+        do {
+            let engine = try TimerEngine()
+            released = engine
+            let timer = SafeDispatchTimer(backend: .engine(engine))
+            let fired = DispatchSemaphore(value: 0)
+            for _ in 0..<100 {
+                #expect(timer.schedule(after: .zero) { _ in fired.signal() })
+                #expect(fired.wait(timeout: .now() + 5) == .success)
+                #expect(eventually { timer.state == .idle })
+            }
+            // The spent C timers are given back as each new schedule disarms its
+            // predecessor: memory stays at one timer's.
+            let held = engine.counters.memoryBytes
+            #expect(timer.schedule(after: .zero) { _ in fired.signal() })
+            #expect(fired.wait(timeout: .now() + 5) == .success)
+            #expect(eventually { timer.state == .idle && engine.counters.memoryBytes <= held })
+        }
+        #expect(eventually { released == nil }, "a fired one-shot kept its timer, and the engine, alive")
+    }
+
     /// Firing threads carry a name: the configured one, or metronome-N.
     @Test func firingThreadsAreNamed() throws {
         let named = try TimerEngine(configuration: .init(name: "pacer"))

@@ -73,8 +73,11 @@ enum TableEvent: String, CaseIterable, Hashable, Sendable {
 
 /// Every action of every event, so one table can hold them all.
 enum Effect: Equatable, Sendable {
-    case arm(TimerSchedule, generation: UInt64)
-    case rearm(disarming: UInt64?, TimerSchedule, generation: UInt64)
+    static func arm(_ arm: TimerStateMachine.Arm) -> Effect {
+        .arm(arm.schedule, generation: arm.generation, disarming: arm.disarming)
+    }
+
+    case arm(TimerSchedule, generation: UInt64, disarming: UInt64?)
     case disarm(UInt64?)
     case armed(start: Bool)
     case refused(stopped: Bool)
@@ -84,7 +87,7 @@ enum Effect: Equatable, Sendable {
 extension TimerStateMachine.ScheduleAction {
     var effect: Effect {
         switch self {
-        case .arm(let arm): .arm(arm.schedule, generation: arm.generation)
+        case .arm(let arm): .arm(arm)
         case .reject: .reject
         }
     }
@@ -93,7 +96,7 @@ extension TimerStateMachine.ScheduleAction {
 extension TimerStateMachine.RescheduleAction {
     var effect: Effect {
         switch self {
-        case .rearm(let previous, let arm): .rearm(disarming: previous, arm.schedule, generation: arm.generation)
+        case .arm(let arm): .arm(arm)
         case .keepSuspended: .keepSuspended
         case .reject: .reject
         }
@@ -113,7 +116,7 @@ extension TimerStateMachine.StopAction {
 extension TimerStateMachine.ResumeAction {
     var effect: Effect {
         switch self {
-        case .arm(let arm): .arm(arm.schedule, generation: arm.generation)
+        case .arm(let arm): .arm(arm)
         case .reject: .reject
         }
     }
@@ -156,24 +159,24 @@ private func unchanged(_ start: StartState, _ state: TimerStateMachine.State, ex
 /// leaves the state unchanged.
 private let transitions: [Transition] =
     [
-        .init(.idle, .schedule, .arm(replacement, generation: 1), .running(replacement, generation: 1, arming: nil)),
+        .init(.idle, .schedule, .arm(replacement, generation: 1, disarming: nil), .running(replacement, generation: 1, arming: nil)),
     ] + unchanged(.idle, .idle, except: [.schedule])
     + [
-        .init(.arming, .reschedule, .rearm(disarming: nil, replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+        .init(.arming, .reschedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, generation: 2, arming: nil)),
         .init(.arming, .suspend, .disarm(nil), .suspended(oneShot)),
         .init(.arming, .cancel, .disarm(nil), .cancelled),
         .init(.arming, .armedCurrent, .armed(start: true), .running(oneShot, generation: 1, arming: armingID(2))),
         .init(.arming, .refusedCurrent, .refused(stopped: true), .idle),
     ] + unchanged(.arming, .running(oneShot, generation: 1, arming: nil), except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent])
     + [
-        .init(.runningOneShot, .reschedule, .rearm(disarming: armingID(1), replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+        .init(.runningOneShot, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, generation: 2, arming: nil)),
         .init(.runningOneShot, .suspend, .disarm(armingID(1)), .suspended(oneShot)),
         .init(.runningOneShot, .cancel, .disarm(armingID(1)), .cancelled),
         .init(.runningOneShot, .firedCurrent, .runHandler, .idle),
         .init(.runningOneShot, .refusedCurrent, .refused(stopped: true), .idle),
     ] + unchanged(.runningOneShot, .running(oneShot, generation: 1, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
     + [
-        .init(.runningRepeating, .reschedule, .rearm(disarming: armingID(1), replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+        .init(.runningRepeating, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, generation: 2, arming: nil)),
         .init(.runningRepeating, .suspend, .disarm(armingID(1)), .suspended(repeating)),
         .init(.runningRepeating, .cancel, .disarm(armingID(1)), .cancelled),
         .init(.runningRepeating, .firedCurrent, .runHandler, .running(repeating, generation: 1, arming: armingID(1))),
@@ -181,11 +184,11 @@ private let transitions: [Transition] =
     ] + unchanged(.runningRepeating, .running(repeating, generation: 1, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
     + [
         .init(.suspended, .reschedule, .keepSuspended, .suspended(replacement)),
-        .init(.suspended, .resume, .arm(resumedRepeating, generation: 2), .running(resumedRepeating, generation: 2, arming: nil)),
+        .init(.suspended, .resume, .arm(resumedRepeating, generation: 2, disarming: nil), .running(resumedRepeating, generation: 2, arming: nil)),
         .init(.suspended, .cancel, .acknowledge, .cancelled),
     ] + unchanged(.suspended, .suspended(repeating), except: [.reschedule, .resume, .cancel])
     + [
-        .init(.cancelled, .schedule, .arm(replacement, generation: 2), .running(replacement, generation: 2, arming: nil)),
+        .init(.cancelled, .schedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, generation: 2, arming: nil)),
     ] + unchanged(.cancelled, .cancelled, except: [.schedule])
 
 @Suite struct TimerStateMachineTests {
@@ -324,6 +327,21 @@ private let transitions: [Transition] =
         #expect(resumed.state == .cancelled)
     }
 
+    /// A one-shot that fired leaves its arming with the seam: the next schedule disarms it
+    /// first, and so does closing the timer; nothing else is left to disarm afterwards.
+    @Test func aFiredOneShotsArmingIsDisarmedByTheNextScheduleOrTheClose() {
+        var rescheduled = StartState.runningOneShot.make()
+        #expect(rescheduled.fired(arming: armingID(1), scheduled: 1_000) == .runHandler)
+        #expect(rescheduled.cancel() == .reject)
+        #expect(rescheduled.schedule(oneShot).arm?.disarming == armingID(1))
+
+        var closed = StartState.runningOneShot.make()
+        #expect(closed.fired(arming: armingID(1), scheduled: 1_000) == .runHandler)
+        #expect(closed.close() == .disarm(armingID(1)))
+        #expect(closed.close() == .reject)
+        #expect(closed.state == .idle)
+    }
+
     /// Closing acts as a cancel and then refuses every schedule, so a close from another
     /// thread wins whether it comes before or after the owner's arming.
     @Test(arguments: StartState.allCases)
@@ -397,7 +415,7 @@ extension TimerStateMachine.ScheduleAction {
 
 extension TimerStateMachine.RescheduleAction {
     var arm: TimerStateMachine.Arm? {
-        guard case .rearm(_, let arm) = self else { return nil }
+        guard case .arm(let arm) = self else { return nil }
         return arm
     }
 }
@@ -546,8 +564,7 @@ enum Outcome: Equatable {
 
     init(_ effect: Effect) {
         switch effect {
-        case .arm(_, let generation): self = .arm(generation: generation, disarming: nil)
-        case .rearm(let previous, _, let generation): self = .arm(generation: generation, disarming: previous)
+        case .arm(_, let generation, let previous): self = .arm(generation: generation, disarming: previous)
         case .disarm(let arming): self = .disarm(arming)
         case .armed(let start): self = .armed(start: start)
         case .refused(let stopped): self = .refused(stopped: stopped)
@@ -565,12 +582,15 @@ struct ReferenceModel {
     var phase = Phase.idle
     var lastGeneration: UInt64 = 0
     var fallback = Phase.cancelled
+    /// A fired one-shot's arming, which the next schedule disarms.
+    var spent: UInt64?
 
     mutating func apply(_ event: RandomEvent) -> Outcome {
         switch (event, self.phase) {
         case (.schedule(let schedule), .idle), (.schedule(let schedule), .cancelled):
             self.fallback = self.phase
-            return self.arm(repeating: schedule.isRepeating, disarming: nil)
+            defer { self.spent = nil }
+            return self.arm(repeating: schedule.isRepeating, disarming: self.spent)
         case (.reschedule(let schedule), .running(_, let arming)):
             self.fallback = .cancelled
             return self.arm(repeating: schedule.isRepeating, disarming: arming)
@@ -600,7 +620,7 @@ struct ReferenceModel {
         case (.refused, _):
             return .refused(stopped: false)
         case (.fired(let arming, _), .running(let repeating, let current?)) where arming == current:
-            if !repeating { self.phase = .idle }
+            if !repeating { (self.phase, self.spent) = (.idle, arming) }
             return .runHandler
         case (.fired, _):
             return .ignore
@@ -672,10 +692,10 @@ extension SeededGenerator {
             #expect(Outcome(effect) == outcome, "step \(step): \(event)")
             #expect(Phase(machine.state) == model.phase, "step \(step): \(event)")
             switch (event, effect) {
-            case (.schedule(let schedule), .arm(let armed, _)), (.reschedule(let schedule), .rearm(_, let armed, _)):
+            case (.schedule(let schedule), .arm(let armed, _, _)), (.reschedule(let schedule), .arm(let armed, _, _)):
                 #expect(armed == schedule)
                 delivered = nil
-            case (.resume(let now), .arm(let armed, _)):
+            case (.resume(let now), .arm(let armed, _, _)):
                 #expect(armed.deadlineNanoseconds >= now || !armed.isRepeating)
                 if armed.isRepeating, let delivered { #expect(armed.deadlineNanoseconds > delivered) }
             case (.fired(_, let scheduled), .runHandler):

@@ -168,9 +168,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             return storage.machine.reschedule(schedule)
         }
         switch action {
-        case .rearm(let previous, let arm):
-            if let previous { self.firing.disarm(previous) }
-            return self.accepted(arm)
+        case .arm(let arm): return self.accepted(arm)
         case .keepSuspended: return true
         case .reject: return false
         }
@@ -228,6 +226,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// - Throws: The backend's refusal, when it stopped the timer. An arming overtaken by a
     ///   later transition is not an error: that transition owns the timer.
     private func carryOut(_ arm: TimerStateMachine.Arm) throws(TimerError) {
+        if let previous = arm.disarming { self.firing.disarm(previous) }
         let arming: UInt64
         do {
             arming = try self.firing.reserve(for: self)
