@@ -10,15 +10,27 @@ public struct PosixThread: Sendable {
 
     /// Starts a thread running `body`.
     ///
-    /// - Parameter body: The thread's work; the thread ends when it returns.
+    /// - Parameters:
+    ///   - cpu: A CPU to run the thread on only, from its first instruction; `nil` for any.
+    ///   - body: The thread's work; the thread ends when it returns.
     /// - Throws: ``MeasurementError/systemCall(_:code:)`` if `pthread_create` fails
-    ///   (for example `EAGAIN` when the thread limit is reached).
-    public static func spawn(_ body: @escaping @Sendable () -> Void) throws(MeasurementError) -> PosixThread {
+    ///   (for example `EAGAIN` when the thread limit is reached, `EINVAL` for a CPU the
+    ///   process may not use).
+    public static func spawn(cpu: Int? = nil, _ body: @escaping @Sendable () -> Void) throws(MeasurementError)
+        -> PosixThread
+    {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        if let cpu {
+            let rc = CPUList.pin(&attributes, to: cpu)
+            guard rc == 0 else { throw .systemCall("pthread_attr_setaffinity_np", code: rc) }
+        }
         let box = Unmanaged.passRetained(Box(body))
         var handle = pthread_t()
         let rc = pthread_create(
             &handle,
-            nil,
+            &attributes,
             { argument in
                 let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
                 box.body()
