@@ -35,11 +35,7 @@ public struct JitterThreads: JitterSubject {
     ///   subjects' distinct notes, and a ``JitterThreadResult`` per thread.
     /// - Throws: The first thread's error, once every thread has finished.
     public func run(_ config: JitterConfiguration, recorder: LatencyRecorder) throws -> SubjectCounters {
-        let recorders = self.threads.map { _ in
-            LatencyRecorder(
-                target: recorder.target, discardFirst: recorder.discardFirst,
-                breakAboveNanoseconds: recorder.breakAboveNanoseconds)
-        }
+        let recorders = self.threads.map { _ in recorder.sibling() }
         let outcomes = LockedCondition<[Result<SubjectCounters, any Error>?]>(self.threads.map { _ in nil })
         var waiters: [PosixThread] = []
         // Joined even when a later spawn fails: a started subject ends on its own timeout.

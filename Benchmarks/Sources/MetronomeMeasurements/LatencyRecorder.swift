@@ -65,6 +65,12 @@ public final class LatencyRecorder: Sendable {
         self.state = LockedCondition(State(histogram: histogram))
     }
 
+    /// An empty recorder with this one's target, warm-up and break threshold: one measuring
+    /// thread's own, to ``merge(_:)`` back into this one.
+    public func sibling() -> LatencyRecorder {
+        LatencyRecorder(target: self.target, discardFirst: self.discardFirst, breakAboveNanoseconds: self.breakAboveNanoseconds)
+    }
+
     /// Records one firing.
     ///
     /// - Parameters:
