@@ -158,7 +158,10 @@ struct JitterCommand: ParsableCommand {
         }
         let most = Self.threadsPerCPU * OptionRules.cpuCount
         if let threads = self.threads {
-            try OptionRules.check(threads, "--threads", in: 1...most)
+            guard (1...most).contains(threads) else {
+                throw ValidationError(
+                    "--threads must be between 1 and \(most) (\(Self.threadsPerCPU) per online CPU) (got \(threads))")
+            }
             guard threads * self.timers <= 100_000 else {
                 throw ValidationError("--threads × --timers must be at most 100000 timers (got \(threads) × \(self.timers))")
             }
