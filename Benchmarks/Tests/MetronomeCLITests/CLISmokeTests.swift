@@ -93,6 +93,29 @@ struct CLISmokeTests {
         #expect(report.notes.contains { $0.hasPrefix("timerfd max per thread: T0 (CPU \(affinity[0])) ") })
     }
 
+    /// Whether rt-tests' cyclictest is on `PATH`, as `--with-cyclictest` looks for it.
+    static var cyclictestInstalled: Bool {
+        (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").contains {
+            FileManager.default.isExecutableFile(atPath: "\($0)/cyclictest")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5)), .enabled(if: Self.cyclictestInstalled))
+    func cyclictestRunsTheSameThreadsOnTheSameCPUs() throws {
+        let report = try self.envelope(
+            [
+                "jitter", "--smp", "--policy", "other", "--samples", "100", "--rounds", "1", "--backends", "timerfd",
+                "--with-cyclictest",
+            ],
+            command: "jitter")
+        let affinity = try #require(report.config["affinity"] as? [Int])
+        let row = try #require(report.results.first { $0["backend"] as? String == "cyclictest" })
+        let threads = try #require(row["threads"] as? [[String: Any]], "\(row)")
+        #expect(threads.map { $0["cpu"] as? Int } == affinity)
+        #expect(threads.allSatisfy { $0["samples"] as? Int == 100 }, "\(row)")
+        #expect(row["samples"] as? Int == 100 * affinity.count)
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func nsecsPrintsTheTableInNanoseconds() throws {
         let executable = try ChildProcess.product("metronome").get()

@@ -74,11 +74,12 @@ struct CyclictestSubject: JitterSubject {
         }
         recorders.forEach(recorder.merge)
         // cyclictest walks its CPU set in ascending order, whatever order -a listed it in.
-        let threadCPUs = pinned.isEmpty ? Array(repeating: nil, count: threads) : pinned.sorted().map(Optional.some)
+        let ascending = pinned.sorted()
+        let threadCPUs = ascending.isEmpty ? Array(repeating: nil, count: threads) : ascending.map(Optional.some)
         let threadResults = self.cpus.map { _ in
             recorders.indices.map { JitterThreadResult(thread: $0, cpu: threadCPUs[$0], recorder: recorders[$0]) }
         }
-        let placement = pinned.isEmpty ? "" : " pinned to CPUs \(CPUList(pinned))"
+        let placement = ascending.isEmpty ? "" : " pinned to CPUs \(CPUList(ascending))"
         return SubjectCounters(
             wakeups: wakeups,
             note: "cyclictest: --policy \(self.policy.rawValue) priority \(self.priority), \(threads) thread(s)\(placement); "
