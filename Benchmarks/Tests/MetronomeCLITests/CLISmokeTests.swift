@@ -73,7 +73,10 @@ struct CLISmokeTests {
     @Test(.timeLimit(.minutes(5)))
     func jitterOnAThreadPerCPUReportsEachThreadsWorstCase() throws {
         let report = try self.envelope(
-            ["jitter", "--smp", "--samples", "100", "--rounds", "2", "--backends", "engine,gcd,timerfd"], command: "jitter")
+            [
+                "jitter", "--smp", "--samples", "100", "--rounds", "2", "--backends",
+                "engine,gcd,timerfd,sleep-engine,sleep-continuous",
+            ], command: "jitter")
         let affinity = try #require(report.config["affinity"] as? [Int])
         #expect(!affinity.isEmpty)
         #expect(report.config["threads"] as? Int == affinity.count)

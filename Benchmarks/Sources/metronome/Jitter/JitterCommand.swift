@@ -26,8 +26,9 @@ struct JitterCommand: ParsableCommand {
     static let pinningCaveats: [String: (pinned: Bool, note: String)] = [
         "gcd": (false, "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"),
         "gcd-safe": (false, "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"),
-        "sleep-continuous": (false, "ContinuousClock wakes sleepers from libdispatch's threads, which cannot be pinned"),
-        "sleep-engine": (true, "each engine's firing thread is pinned; the sleeping task resumes on Swift's cooperative pool, which is not"),
+        "sleep-continuous": (
+            true, "each task resumes on a thread pinned to its CPU, woken from libdispatch's threads, which cannot be pinned"
+        ),
     ]
 
     /// Measuring threads allowed per online CPU: more only queue behind each other, which
@@ -333,9 +334,9 @@ struct JitterCommand: ParsableCommand {
         case "timerfd":
             return TimerfdLoopSubject(cpu: cpu)
         case "sleep-engine":
-            return SleepJitterSubject(engine: try TimerEngine.pinned(.init(cpu: cpu)))
+            return SleepJitterSubject(engine: try TimerEngine.pinned(.init(cpu: cpu)), cpu: cpu)
         case "sleep-continuous":
-            return SleepJitterSubject()
+            return SleepJitterSubject(cpu: cpu)
         default:
             preconditionFailure("validate() let through the backend '\(name)'")
         }
