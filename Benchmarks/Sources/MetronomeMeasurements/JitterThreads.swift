@@ -47,6 +47,8 @@ public struct JitterThreads: JitterSubject {
                 try PosixThread.spawn {
                     let outcome = Result { try subject.run(config, recorder: threadRecorder) }
                     outcomes.withLock { $0[index] = outcome }
+                    // A break stops the whole run, as in cyclictest, not this thread only.
+                    if threadRecorder.firstBreak != nil { recorders.forEach { $0.stop() } }
                 })
         }
         waiters.forEach { $0.join() }

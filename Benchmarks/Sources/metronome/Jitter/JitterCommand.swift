@@ -24,12 +24,14 @@ struct JitterCommand: ParsableCommand {
     /// note, rather than refusing `--affinity` and `--smp`: the default backends include gcd,
     /// and its row under the same thread count is the comparison the others are read against.
     static let pinningCaveats: [String: (pinned: Bool, note: String)] = [
-        "gcd": (false, "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"),
-        "gcd-safe": (false, "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"),
+        "gcd": (false, dispatchThreads),
+        "gcd-safe": (false, dispatchThreads),
         "sleep-continuous": (
             true, "each task resumes on a thread pinned to its CPU, woken from libdispatch's threads, which cannot be pinned"
         ),
     ]
+
+    private static let dispatchThreads = "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"
 
     /// Measuring threads allowed per online CPU: more only queue behind each other, which
     /// measures the scheduler rather than the timers.
@@ -192,9 +194,10 @@ struct JitterCommand: ParsableCommand {
         return self.threads.map { Array(repeating: nil, count: $0) }
     }
 
-    /// The measuring threads' CPUs in thread order, or `nil` when they are not pinned.
-    private var pinnedCPUs: [Int]? {
-        self.smp || self.affinity != nil ? self.measuringCPUs?.compactMap { $0 } : nil
+    /// The CPUs of `measuringCPUs` in thread order, or `nil` when the threads are not pinned.
+    private static func pinned(_ measuringCPUs: [Int?]?) -> [Int]? {
+        let cpus = measuringCPUs?.compactMap { $0 } ?? []
+        return cpus.isEmpty ? nil : cpus
     }
 
     /// Samples per backend: `--samples`, or as many as `--duration` holds.
@@ -217,7 +220,8 @@ struct JitterCommand: ParsableCommand {
             handlerWorkNanoseconds: OptionConversion.nanoseconds(self.handlerWork, nanosecondsPerUnit: 1_000),
             clock: self.clock
         )
-        let (subjects, notes) = try self.subjects()
+        let measuringCPUs = self.measuringCPUs
+        let (subjects, notes) = try self.subjects(measuringCPUs: measuringCPUs)
         if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
         let controls = LatencyControls(lockMemory: self.mlockall, holdDMALatency: self.dmaLatency)
         defer { controls.release() }
@@ -236,7 +240,7 @@ struct JitterCommand: ParsableCommand {
             + results.compactMap { Self.threadNote($0, unit: unit) }
         let settings = JitterSettings(
             measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
-            threads: self.measuringCPUs?.count ?? 1, affinity: self.pinnedCPUs, smp: self.smp,
+            threads: measuringCPUs?.count ?? 1, affinity: Self.pinned(measuringCPUs), smp: self.smp,
             spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
             policy: self.policy, priority: self.effectivePriority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
             dmaLatencyHeld: controls.dmaLatencyHeld,
@@ -247,8 +251,8 @@ struct JitterCommand: ParsableCommand {
         if self.json {
             print(try report.jsonString())
         } else {
-            let threads = self.measuringCPUs.map { cpus in
-                ", \(cpus.count) thread(s)" + (self.pinnedCPUs.map { " on CPUs \(CPUList($0))" } ?? "")
+            let threads = measuringCPUs.map { cpus in
+                ", \(cpus.count) thread(s)" + (Self.pinned(cpus).map { " on CPUs \(CPUList($0))" } ?? "")
             }
             Terminal.printHeader(report.machine, config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s)\(threads ?? ""), leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
             print(ResultTable.jitter(results, unit: unit))
@@ -270,9 +274,9 @@ struct JitterCommand: ParsableCommand {
         var reason: String
     }
 
-    /// The requested backends, each on the measuring threads when a thread option was given;
+    /// The requested backends, each on `measuringCPUs` when a thread option was given;
     /// engine-rt is left out, with a note, where its policy is refused.
-    private func subjects() throws -> ([any JitterSubject], [String]) {
+    private func subjects(measuringCPUs: [Int?]?) throws -> ([any JitterSubject], [String]) {
         var subjects: [any JitterSubject] = []
         var notes: [String] = []
         for name in try OptionRules.names(self.backends, "--backends", known: Self.knownBackends) {
@@ -281,14 +285,14 @@ struct JitterCommand: ParsableCommand {
                 continue
             }
             do {
-                guard let cpus = self.measuringCPUs else {
+                guard let cpus = measuringCPUs else {
                     subjects.append(try self.subject(name, cpu: nil))
                     continue
                 }
                 let caveat = Self.pinningCaveats[name]
                 let pinned = caveat?.pinned ?? true
                 subjects.append(try JitterThreads(name: name, cpus: cpus.map { pinned ? $0 : nil }) { try self.subject(name, cpu: $0) })
-                if let caveat, self.pinnedCPUs != nil { notes.append("\(name): \(caveat.note)") }
+                if let caveat, Self.pinned(cpus) != nil { notes.append("\(name): \(caveat.note)") }
             } catch let refusal as Refusal {
                 notes.append("\(name) skipped: \(refusal.reason)")
             }
@@ -300,7 +304,7 @@ struct JitterCommand: ParsableCommand {
                 subjects.append(
                     CyclictestSubject(
                         executable: executable, policy: self.policy, priority: self.effectivePriority,
-                        lockMemory: self.mlockall, clock: self.clock, cpus: self.measuringCPUs, smp: self.smp))
+                        lockMemory: self.mlockall, clock: self.clock, cpus: measuringCPUs, smp: self.smp))
             } else {
                 notes.append("cyclictest skipped: not installed (Debian: apt-get install rt-tests)")
             }
