@@ -60,7 +60,8 @@ public struct JitterThreads: JitterSubject {
             counters.wakeups = counters.wakeups.flatMap { total in threadCounters.wakeups.map { total + $0 } }
             if let note = threadCounters.note, !notes.contains(note) { notes.append(note) }
             recorder.merge(recorders[index])
-            counters.threads?.append(JitterThreadResult(thread: index, cpu: self.threads[index].cpu, recorder: recorders[index]))
+            counters.threads?.append(
+                JitterThreadResult(thread: index, cpu: self.threads[index].cpu, recorder: recorders[index]))
         }
         counters.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
         return counters

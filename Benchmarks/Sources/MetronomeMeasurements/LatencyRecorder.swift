@@ -70,7 +70,8 @@ public final class LatencyRecorder: Sendable {
     /// An empty recorder with this one's target, warm-up and break threshold: one measuring
     /// thread's own, to ``merge(_:)`` back into this one.
     public func sibling() -> LatencyRecorder {
-        LatencyRecorder(target: self.target, discardFirst: self.discardFirst, breakAboveNanoseconds: self.breakAboveNanoseconds)
+        LatencyRecorder(
+            target: self.target, discardFirst: self.discardFirst, breakAboveNanoseconds: self.breakAboveNanoseconds)
     }
 
     /// Records one firing.
@@ -87,9 +88,8 @@ public final class LatencyRecorder: Sendable {
         let lateness = firedNanoseconds - scheduledNanoseconds
         let completed: Bool = self.state.withLock { state in
             state.firings += 1
-            guard state.firings > self.discardFirst, state.samples < self.target, state.firstBreak == nil, !state.stopped else {
-                return false
-            }
+            guard state.firings > self.discardFirst, state.samples < self.target, state.firstBreak == nil, !state.stopped
+            else { return false }
             if lateness < 0 {
                 state.early += 1
             }

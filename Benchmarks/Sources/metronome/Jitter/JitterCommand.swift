@@ -59,11 +59,13 @@ struct JitterCommand: ParsableCommand {
     @Option(
         name: [.customShort("a"), .long],
         help: ArgumentHelp(
-            "Pin measuring thread i to the i-th CPU of this list, e.g. 0,2-3 (as cyclictest's -a); without --threads, a thread per CPU listed.",
+            "Pin measuring thread i to the i-th CPU of this list, e.g. 0,2-3 (as cyclictest's -a); "
+                + "without --threads, a thread per CPU listed.",
             valueName: "cpu-list"))
     var affinity: CPUList?
 
-    @Flag(help: "A measuring thread per CPU this process may use, each pinned to its CPU (as cyclictest's --smp; sets --threads and --affinity).")
+    @Flag(
+        help: "A measuring thread per CPU this process may use, each pinned to its CPU (as cyclictest's --smp; sets --threads and --affinity).")
     var smp = false
 
     @Option(help: "Leeway in microseconds, 0 to 10000000.")
@@ -117,7 +119,9 @@ struct JitterCommand: ParsableCommand {
         help: "Hold /dev/cpu_dma_latency at 0 while measuring, as cyclictest does (reported when refused).")
     var dmaLatency = true
 
-    @Flag(name: [.customShort("N"), .long], help: "Print the table's latencies in nanoseconds (as cyclictest's -N); the JSON keeps µs.")
+    @Flag(
+        name: [.customShort("N"), .long],
+        help: "Print the table's latencies in nanoseconds (as cyclictest's -N); the JSON keeps µs.")
     var nsecs = false
 
     @Flag(help: "Print JSON instead of a table.")
@@ -176,13 +180,15 @@ struct JitterCommand: ParsableCommand {
         }
         guard let affinity = self.affinity else { return }
         for cpu in affinity.cpus where !allowed.cpus.contains(cpu) {
-            throw ValidationError("--affinity: CPU \(cpu) is not online or not allowed to this process; use CPUs in \(allowed)")
+            throw ValidationError(
+                "--affinity: CPU \(cpu) is not online or not allowed to this process; use CPUs in \(allowed)")
         }
         guard Set(affinity.cpus).count == affinity.cpus.count else {
             throw ValidationError("--affinity must not name a CPU twice (got \(affinity))")
         }
         if let threads = self.threads, affinity.cpus.count < threads {
-            throw ValidationError("--affinity lists \(affinity.cpus.count) CPU(s) for \(threads) --threads; it needs one per thread")
+            throw ValidationError(
+                "--affinity lists \(affinity.cpus.count) CPU(s) for \(threads) --threads; it needs one per thread")
         }
     }
 
@@ -254,7 +260,10 @@ struct JitterCommand: ParsableCommand {
             let threads = measuringCPUs.map { cpus in
                 ", \(cpus.count) thread(s)" + (Self.pinned(cpus).map { " on CPUs \(CPUList($0))" } ?? "")
             }
-            Terminal.printHeader(report.machine, config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s)\(threads ?? ""), leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
+            Terminal.printHeader(
+                report.machine,
+                config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s)\(threads ?? ""), "
+                    + "leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
             print(ResultTable.jitter(results, unit: unit))
             allNotes.forEach { print("note: \($0)") }
         }
@@ -291,7 +300,8 @@ struct JitterCommand: ParsableCommand {
                 }
                 let caveat = Self.pinningCaveats[name]
                 let pinned = caveat?.pinned ?? true
-                subjects.append(try JitterThreads(name: name, cpus: cpus.map { pinned ? $0 : nil }) { try self.subject(name, cpu: $0) })
+                subjects.append(
+                    try JitterThreads(name: name, cpus: cpus.map { pinned ? $0 : nil }) { try self.subject(name, cpu: $0) })
                 if let caveat, Self.pinned(cpus) != nil { notes.append("\(name): \(caveat.note)") }
             } catch let refusal as Refusal {
                 notes.append("\(name) skipped: \(refusal.reason)")
