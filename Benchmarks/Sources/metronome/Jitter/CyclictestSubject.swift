@@ -22,6 +22,9 @@ struct CyclictestSubject: JitterSubject {
     /// Whether `--smp` chose the threads: passed on as cyclictest's own `--smp`.
     let smp: Bool
 
+    /// Loops run past the ones recorded.
+    static let spareLoops = 10
+
     /// cyclictest from `PATH`, or `nil` when it is not installed.
     static func installed() -> URL? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
@@ -34,7 +37,9 @@ struct CyclictestSubject: JitterSubject {
     }
 
     func run(_ config: JitterConfiguration, recorder: LatencyRecorder) throws -> SubjectCounters {
-        let loops = config.warmup + config.samples
+        // cyclictest's verbose printer can stop before a thread's last loop or two are
+        // printed; the spare loops make up for them, and the recorders ignore any past target.
+        let loops = config.warmup + config.samples + Self.spareLoops
         let threads = self.cpus?.count ?? 1
         let pinned = self.cpus?.compactMap { $0 } ?? []
         var threadArguments: [String] = []
