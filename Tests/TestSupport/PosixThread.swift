@@ -11,15 +11,25 @@ public struct PosixThread: Sendable {
 
     /// Starts a thread running `body`.
     ///
-    /// - Parameter body: The thread's work; the thread ends when it returns.
-    /// - Throws: ``SystemCallError`` if `pthread_create` fails (for example `EAGAIN` when the
-    ///   thread limit is reached).
-    public static func spawn(_ body: @escaping @Sendable () -> Void) throws(SystemCallError) -> PosixThread {
+    /// - Parameters:
+    ///   - configure: Sets the thread's attributes before it starts, such as the CPUs it may
+    ///     run on from its first instruction; its error ends the spawn.
+    ///   - body: The thread's work; the thread ends when it returns.
+    /// - Throws: ``SystemCallError`` from `configure`, or if `pthread_create` fails (for
+    ///   example `EAGAIN` when the thread limit is reached).
+    public static func spawn(
+        configuring configure: ((inout pthread_attr_t) throws(SystemCallError) -> Void)? = nil,
+        _ body: @escaping @Sendable () -> Void
+    ) throws(SystemCallError) -> PosixThread {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        try configure?(&attributes)
         let box = Unmanaged.passRetained(Box(body))
         var handle = pthread_t()
         let rc = pthread_create(
             &handle,
-            nil,
+            &attributes,
             { argument in
                 let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
                 box.body()

@@ -1,6 +1,7 @@
 #include "CMeasurements.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -18,4 +19,16 @@ cmeasurements_get_timer_slack(unsigned long *out_ns)
 		return errno;
 	*out_ns = (unsigned long)slack;
 	return 0;
+}
+
+int
+cmeasurements_attr_pin(pthread_attr_t *attributes, int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0 || cpu >= CPU_SETSIZE)
+		return EINVAL;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return pthread_attr_setaffinity_np(attributes, sizeof(set), &set);
 }

@@ -2,7 +2,8 @@
 ///
 /// The JSON keys are a stable schema that other tools read: `backend`, `samples`, `min_us`,
 /// `mean_us`, `stddev_us`, `p50_us`, `p90_us`, `p99_us`, `p999_us`, `max_us`, `missed`, `early`,
-/// `wakeups_per_s`, `cpu_ms_per_1k`.
+/// `wakeups_per_s`, `cpu_ms_per_1k`, and `threads` (each measuring thread's worst case) when
+/// the subject ran on measuring threads of its own.
 public struct JitterResult: Codable, Sendable, Equatable {
     /// The subject's name.
     public var backend: String
@@ -33,6 +34,8 @@ public struct JitterResult: Codable, Sendable, Equatable {
     public var wakeupsPerSecond: Double
     /// CPU milliseconds the process spent per 1000 firings, load threads excluded.
     public var cpuMillisecondsPer1k: Double
+    /// Each measuring thread's part, or `nil` when the subject was measured as a whole.
+    public var threads: [JitterThreadResult]?
     /// The subject's own remark about the run; not part of the JSON row, reports collect it
     /// into their `notes`.
     public var note: String?
@@ -46,7 +49,8 @@ public struct JitterResult: Codable, Sendable, Equatable {
         latency: LatencySummary,
         wakeupsPerSecond: Double,
         cpuMillisecondsPer1k: Double,
-        note: String? = nil
+        note: String? = nil,
+        threads: [JitterThreadResult]? = nil
     ) {
         self.backend = backend
         self.samples = latency.samples
@@ -64,6 +68,7 @@ public struct JitterResult: Codable, Sendable, Equatable {
         self.wakeupsPerSecond = wakeupsPerSecond.rounded(toPlaces: 1)
         self.cpuMillisecondsPer1k = cpuMillisecondsPer1k.rounded(toPlaces: 3)
         self.note = note
+        self.threads = threads
     }
 
     enum CodingKeys: String, CodingKey {
@@ -81,6 +86,7 @@ public struct JitterResult: Codable, Sendable, Equatable {
         case early
         case wakeupsPerSecond = "wakeups_per_s"
         case cpuMillisecondsPer1k = "cpu_ms_per_1k"
+        case threads
     }
 }
 

@@ -90,7 +90,8 @@ public enum JitterRunner {
                 wakeupsPerSecond: total.cost.perSecond(total.counters.wakeups ?? total.cost.voluntaryWakeups),
                 cpuMillisecondsPer1k: total.cost.cpuMillisecondsPer1k(firings: total.recorder.firings),
                 note: [RunNotes.resultNote(backend: subject.name, counters: total.counters), breakNote?.subject == index ? breakNote?.text : nil]
-                    .compactMap { $0 }.joined(separator: "; ").nilIfEmpty
+                    .compactMap { $0 }.joined(separator: "; ").nilIfEmpty,
+                threads: total.counters.threads
             )
         }
     }
@@ -107,6 +108,7 @@ public enum JitterRunner {
             // A count is only meaningful if every round had one.
             self.counters.wakeups = self.counters.wakeups.flatMap { total in counters.wakeups.map { total + $0 } }
             self.counters.note = counters.note
+            self.counters.threads = JitterThreadResult.adding(self.counters.threads, counters.threads)
         }
     }
 

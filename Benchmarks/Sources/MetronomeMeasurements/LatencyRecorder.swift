@@ -42,6 +42,8 @@ public final class LatencyRecorder: Sendable {
         var missed = 0
         var early = 0
         var firstBreak: Break?
+        /// Set by ``stop()``.
+        var stopped = false
     }
 
     private let state: LockedCondition<State>
@@ -65,6 +67,13 @@ public final class LatencyRecorder: Sendable {
         self.state = LockedCondition(State(histogram: histogram))
     }
 
+    /// An empty recorder with this one's target, warm-up and break threshold: one measuring
+    /// thread's own, to ``merge(_:)`` back into this one.
+    public func sibling() -> LatencyRecorder {
+        LatencyRecorder(
+            target: self.target, discardFirst: self.discardFirst, breakAboveNanoseconds: self.breakAboveNanoseconds)
+    }
+
     /// Records one firing.
     ///
     /// - Parameters:
@@ -79,9 +88,8 @@ public final class LatencyRecorder: Sendable {
         let lateness = firedNanoseconds - scheduledNanoseconds
         let completed: Bool = self.state.withLock { state in
             state.firings += 1
-            guard state.firings > self.discardFirst, state.samples < self.target, state.firstBreak == nil else {
-                return false
-            }
+            guard state.firings > self.discardFirst, state.samples < self.target, state.firstBreak == nil, !state.stopped
+            else { return false }
             if lateness < 0 {
                 state.early += 1
             }
@@ -121,17 +129,24 @@ public final class LatencyRecorder: Sendable {
         self.state.withLock { $0.firstBreak }
     }
 
-    /// Waits until `target` samples have been recorded, or a break.
+    /// Completes the recorder now, with what it holds: how a break on one measuring thread
+    /// ends the others' runs too.
+    public func stop() {
+        self.state.withLock { $0.stopped = true }
+        self.state.broadcast()
+    }
+
+    /// Waits until `target` samples have been recorded, or a break or ``stop()``.
     ///
     /// - Parameter timeout: The longest to wait.
     /// - Returns: `true` once complete, `false` if `timeout` passed first.
     public func waitUntilComplete(timeout: Duration) -> Bool {
-        self.state.wait(timeout: timeout) { $0.samples >= self.target || $0.firstBreak != nil }
+        self.state.wait(timeout: timeout) { $0.samples >= self.target || $0.firstBreak != nil || $0.stopped }
     }
 
-    /// Whether `target` samples have been recorded, or a break.
+    /// Whether `target` samples have been recorded, or a break or ``stop()``.
     public var isComplete: Bool {
-        self.state.withLock { $0.samples >= self.target || $0.firstBreak != nil }
+        self.state.withLock { $0.samples >= self.target || $0.firstBreak != nil || $0.stopped }
     }
 
     /// Every call to ``record(scheduledNanoseconds:firedNanoseconds:missed:)`` so far,

@@ -1,8 +1,8 @@
 /// Renders results as aligned text tables for a terminal.
 ///
-/// Latencies are in microseconds. In jitter tables, when a row's backend is `"gcd"`, the
-/// `p50×gcd` and `p99×gcd` columns give each row's percentile divided by GCD's: below 1 is
-/// better than GCD.
+/// Latencies are in microseconds; jitter tables can print nanoseconds instead. In jitter
+/// tables, when a row's backend is `"gcd"`, the `p50×gcd` and `p99×gcd` columns give each
+/// row's percentile divided by GCD's: below 1 is better than GCD.
 ///
 /// ```
 /// backend  samples  min µs  avg µs  stddev µs  p50 µs  p90 µs  p99 µs  p99.9 µs  max µs  missed  early  wake-ups/s  CPU ms/1k  p50×gcd  p99×gcd
@@ -10,24 +10,23 @@
 /// gcd        10000   40.20   63.00      12.40   61.30   70.10   95.80    180.2    410.0       0      0      2003.1      31.40    1.00×    1.00×
 /// ```
 public enum ResultTable {
-    /// A table of jitter results, one row each, in order.
-    public static func jitter(_ results: [JitterResult]) -> String {
+    /// A table of jitter results, one row each, in order, with latencies in `unit`.
+    public static func jitter(_ results: [JitterResult], unit: LatencyUnit = .microseconds) -> String {
         let reference = results.first { $0.backend == "gcd" }
-        var header = [
-            "backend", "samples", "min µs", "avg µs", "stddev µs", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs",
-            "missed", "early", "wake-ups/s", "CPU ms/1k",
-        ]
+        var header = ["backend", "samples"]
+        header += ["min", "avg", "stddev", "p50", "p90", "p99", "p99.9", "max"].map { "\($0) \(unit.symbol)" }
+        header += ["missed", "early", "wake-ups/s", "CPU ms/1k"]
         if reference != nil {
             header += ["p50×gcd", "p99×gcd"]
         }
         let rows = results.map { result in
-            var row = [
-                result.backend, "\(result.samples)",
-                NumberText.microseconds(result.minMicroseconds), NumberText.microseconds(result.meanMicroseconds),
-                NumberText.microseconds(result.standardDeviationMicroseconds),
-                NumberText.microseconds(result.p50Microseconds),
-                NumberText.microseconds(result.p90Microseconds), NumberText.microseconds(result.p99Microseconds),
-                NumberText.microseconds(result.p999Microseconds), NumberText.microseconds(result.maxMicroseconds),
+            var row = [result.backend, "\(result.samples)"]
+            row += [
+                result.minMicroseconds, result.meanMicroseconds, result.standardDeviationMicroseconds,
+                result.p50Microseconds, result.p90Microseconds, result.p99Microseconds, result.p999Microseconds,
+                result.maxMicroseconds,
+            ].map(unit.text)
+            row += [
                 "\(result.missed)", "\(result.early)",
                 NumberText.fixed(result.wakeupsPerSecond, places: 1),
                 NumberText.fixed(result.cpuMillisecondsPer1k, places: 2),

@@ -17,9 +17,15 @@ import Synchronization
 public struct TimerfdLoopSubject: JitterSubject {
     /// `"timerfd"`.
     public let name = "timerfd"
+    /// The CPU every timer's thread runs on, or `nil` for any.
+    public let cpu: Int?
 
     /// Creates the subject.
-    public init() {}
+    ///
+    /// - Parameter cpu: A CPU to pin every timer's thread to, or `nil` for any.
+    public init(cpu: Int? = nil) {
+        self.cpu = cpu
+    }
 
     /// Runs one timerfd thread per timer until `recorder` is complete.
     ///
@@ -27,7 +33,7 @@ public struct TimerfdLoopSubject: JitterSubject {
     ///   created, ``MeasurementError/timedOut(backend:recorded:expected:)`` if the recorder
     ///   does not complete in time.
     public func run(_ config: JitterConfiguration, recorder: LatencyRecorder) throws -> SubjectCounters {
-        let run = Run(config: config, start: config.start())
+        let run = Run(config: config, start: config.start(), cpu: self.cpu)
         defer { run.tearDown() }
         for timer in 0..<config.timers {
             try run.addTimer(timer, recorder: recorder)
@@ -49,13 +55,15 @@ public struct TimerfdLoopSubject: JitterSubject {
     private final class Run: Sendable {
         let config: JitterConfiguration
         let start: Int64
+        let cpu: Int?
         let stopRequested = Atomic<Bool>(false)
         let reads = Atomic<Int>(0)
         private let timers = LockedCondition<[(fd: CInt, thread: PosixThread?)]>([])
 
-        init(config: JitterConfiguration, start: Int64) {
+        init(config: JitterConfiguration, start: Int64, cpu: Int?) {
             self.config = config
             self.start = start
+            self.cpu = cpu
         }
 
         func addTimer(_ timer: Int, recorder: LatencyRecorder) throws(MeasurementError) {
@@ -73,12 +81,7 @@ public struct TimerfdLoopSubject: JitterSubject {
             guard timerfd_settime(fd, CInt(TFD_TIMER_ABSTIME), &schedule, nil) == 0 else {
                 throw .systemCall("timerfd_settime", code: errno)
             }
-            let thread: PosixThread
-            do {
-                thread = try PosixThread.spawn { self.readLoop(fd: fd, timer: timer, recorder: recorder) }
-            } catch {
-                throw MeasurementError(error)
-            }
+            let thread = try PosixThread.spawn(cpu: self.cpu) { self.readLoop(fd: fd, timer: timer, recorder: recorder) }
             self.timers.withLock { $0[index].thread = thread }
         }
 

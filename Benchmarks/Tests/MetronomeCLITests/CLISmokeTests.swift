@@ -71,6 +71,68 @@ struct CLISmokeTests {
     }
 
     @Test(.timeLimit(.minutes(5)))
+    func jitterOnAThreadPerCPUReportsEachThreadsWorstCase() throws {
+        let report = try self.envelope(
+            [
+                "jitter", "--smp", "--samples", "100", "--rounds", "2", "--backends",
+                "engine,gcd,timerfd,sleep-engine,sleep-continuous",
+            ], command: "jitter")
+        let affinity = try #require(report.config["affinity"] as? [Int])
+        #expect(!affinity.isEmpty)
+        #expect(report.config["threads"] as? Int == affinity.count)
+        #expect(report.config["smp"] as? Bool == true)
+        for row in report.results {
+            let threads = try #require(row["threads"] as? [[String: Any]], "\(row)")
+            #expect(threads.map { $0["thread"] as? Int } == Array(affinity.indices))
+            // GCD cannot be pinned: its threads say so instead of claiming a CPU.
+            let expectedCPUs: [Int?] = row["backend"] as? String == "gcd" ? affinity.map { _ in nil } : affinity
+            #expect(threads.map { $0["cpu"] as? Int } == expectedCPUs, "\(row)")
+            #expect(threads.allSatisfy { $0["samples"] as? Int == 100 }, "\(row)")
+            #expect(row["samples"] as? Int == 100 * affinity.count)
+            #expect(row["max_us"] as? Double == threads.compactMap { $0["max_us"] as? Double }.max())
+            #expect(row["early"] as? Int == 0, "\(row)")
+        }
+        #expect(report.notes.contains { $0.hasPrefix("gcd: libdispatch") })
+        #expect(report.notes.contains { $0.hasPrefix("timerfd max per thread: T0 (CPU \(affinity[0])) ") })
+    }
+
+    /// Whether rt-tests' cyclictest is on `PATH`, as `--with-cyclictest` looks for it.
+    static var cyclictestInstalled: Bool {
+        (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").contains {
+            FileManager.default.isExecutableFile(atPath: "\($0)/cyclictest")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5)), .enabled(if: Self.cyclictestInstalled))
+    func cyclictestRunsTheSameThreadsOnTheSameCPUs() throws {
+        let report = try self.envelope(
+            [
+                "jitter", "--smp", "--policy", "other", "--samples", "100", "--rounds", "1", "--backends", "timerfd",
+                "--with-cyclictest",
+            ],
+            command: "jitter")
+        let affinity = try #require(report.config["affinity"] as? [Int])
+        let row = try #require(report.results.first { $0["backend"] as? String == "cyclictest" })
+        let threads = try #require(row["threads"] as? [[String: Any]], "\(row)")
+        #expect(threads.map { $0["cpu"] as? Int } == affinity)
+        #expect(threads.allSatisfy { $0["samples"] as? Int == 100 }, "\(row)")
+        #expect(row["samples"] as? Int == 100 * affinity.count)
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func nsecsPrintsTheTableInNanoseconds() throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let run = try ChildProcess.run(
+            executable, ["jitter", "--nsecs", "--threads", "2", "--samples", "50", "--rounds", "1", "--backends", "timerfd"],
+            timeout: 240)
+        #expect(run.status == 0, "stderr: \(run.stderr.suffix(2000))")
+        #expect(run.stdout.contains("p99 ns"))
+        #expect(!run.stdout.contains("p99 µs"))
+        #expect(run.stdout.contains("note: timerfd max per thread: T0 "))
+        #expect(run.stdout.contains(" ns, T1 "))
+    }
+
+    @Test(.timeLimit(.minutes(5)))
     func coalesceReportsWakeUpsAgainstTheOptimum() throws {
         let rows = try self.report(
             ["coalesce", "--timers", "300", "--window", "300", "--leeway", "30"], command: "coalesce")

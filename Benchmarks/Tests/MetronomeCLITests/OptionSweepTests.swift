@@ -63,6 +63,29 @@ struct OptionSweepTests {
         }
     }
 
+    /// Thread options that are valid one by one but cannot run together, or name CPUs this
+    /// process cannot use: refused before measuring, naming the option.
+    @Test(arguments: [
+        (["--threads", "3", "--affinity", "0"], "--affinity"),
+        (["--smp", "--threads", "1"], "--smp"),
+        (["--smp", "--affinity", "0"], "--smp"),
+        (["--affinity", "0,0"], "--affinity"),
+        (["--affinity", "1023"], "--affinity"),
+        (["--affinity", "1024"], "--affinity"),
+        (["--affinity", "1-0"], "--affinity"),
+        (["--threads", "100000"], "--threads"),
+        (["--threads", "2", "--timers", "60000"], "--threads"),
+    ])
+    func threadOptionsThatCannotRunAreRefused(options: [String], named option: String) throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let arguments = ["jitter"] + Self.quickArguments["jitter"]! + options + ["--json"]
+        let run = try ChildProcess.run(executable, arguments, timeout: 60)
+        #expect(run.reason == .exit)
+        #expect(run.status == 64, "\(arguments): exit \(run.status)")
+        #expect(run.stderr.contains(option), "\(arguments): \(run.stderr)")
+        #expect(run.stdout.isEmpty)
+    }
+
     @Test func withoutASubcommandItPrintsHelpAndMeasuresNothing() throws {
         let executable = try ChildProcess.product("metronome").get()
         let run = try ChildProcess.run(executable, [], timeout: 30)

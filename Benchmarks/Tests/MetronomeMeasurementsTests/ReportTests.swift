@@ -103,6 +103,23 @@ import Testing
         #expect(decoded == expected)
     }
 
+    @Test func measuringThreadsAreRowsOfTheirOwnWithANullForAnUnpinnedCPU() throws {
+        let threads = [
+            JitterThreadResult(thread: 0, cpu: 1, samples: 500, maxMicroseconds: 120.4),
+            JitterThreadResult(thread: 1, cpu: nil, samples: 500, maxMicroseconds: 80),
+        ]
+        let result = JitterResult(
+            backend: "timerfd", latency: latency, wakeupsPerSecond: 1000, cpuMillisecondsPer1k: 9, threads: threads)
+        let json = String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
+        let row = try object(json)
+        let rows = try #require(row["threads"] as? [[String: Any]])
+        #expect(rows.map { Set($0.keys) } == [["thread", "cpu", "samples", "max_us"], ["thread", "cpu", "samples", "max_us"]])
+        #expect(rows[0]["cpu"] as? Int == 1)
+        #expect(rows[1]["cpu"] is NSNull)
+        #expect(rows[0]["max_us"] as? Double == 120.4)
+        #expect(try JSONDecoder().decode(JitterResult.self, from: Data(json.utf8)).threads == threads)
+    }
+
     @Test func jsonIsPrettyPrintedWithSortedKeys() throws {
         let report = Report(
             command: "jitter",

@@ -49,6 +49,18 @@ import Testing
         #expect(Set(rows.map(\.count)).count == 1, "columns are not aligned:\n\(table)")
     }
 
+    @Test func jitterTableInNanosecondsPrintsWholeNanoseconds() {
+        let result = JitterResult(
+            backend: "engine", latency: latency(p50: 5_123, p99: 30_000), wakeupsPerSecond: 1000, cpuMillisecondsPer1k: 9)
+        let rows = lines(ResultTable.jitter([result], unit: .nanoseconds))
+        #expect(rows[0].contains("p50 ns"))
+        #expect(!rows[0].contains("µs"))
+        #expect(rows[1].contains(" 5123 "))
+        #expect(rows[1].contains(" 250000 "))
+        // Only latencies change unit: CPU ms/1k stays as it is.
+        #expect(rows[1].hasSuffix(" 9.00"))
+    }
+
     @Test func jitterTableWithoutGCDHasNoRatios() {
         let table = ResultTable.jitter([
             JitterResult(

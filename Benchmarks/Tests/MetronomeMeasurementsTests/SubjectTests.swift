@@ -52,6 +52,21 @@ extension RealTime {
         }
 
         @Test(.timeLimit(.minutes(1)))
+        func measuringThreadsMergeTheirSamplesAndKeepEachWorstCaseOverRounds() throws {
+            let cpu = try #require(CPUList.allowed?.cpus.first)
+            let subject = JitterThreads(name: "timerfd", cpus: [cpu, nil]) { TimerfdLoopSubject(cpu: $0) }
+            let result = try #require(try JitterRunner.run(subjects: [subject], config: config, rounds: 2).first)
+            let threads = try #require(result.threads)
+            #expect(threads.map(\.thread) == [0, 1])
+            #expect(threads.map(\.cpu) == [cpu, nil])
+            // Each thread records the full sample count, as each cyclictest thread runs every loop.
+            #expect(threads.map(\.samples) == [200, 200])
+            #expect(result.samples == 400)
+            #expect(result.early == 0)
+            #expect(result.maxMicroseconds == threads.map(\.maxMicroseconds).max())
+        }
+
+        @Test(.timeLimit(.minutes(1)))
         func dispatchFiresOneShotsWithinTheirWindows() throws {
             let config = CoalesceConfiguration(
                 timers: 300,

@@ -3,10 +3,12 @@
 
 /*
  * The Linux calls the measurements make that SwiftGlibc does not import. timerfd and
- * malloc_trim come straight from their headers; gettid is declared only under _GNU_SOURCE
- * and prctl is variadic, which Swift cannot call, so those two get a function each.
+ * malloc_trim come straight from their headers; gettid and pthread_attr_setaffinity_np are
+ * declared only under _GNU_SOURCE, CPU_SET is a macro and prctl is variadic, which Swift
+ * cannot call, so those get a function each.
  */
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
 
@@ -28,6 +30,17 @@ pid_t cmeasurements_gettid(void);
  * Return: 0, or the errno of prctl.
  */
 int cmeasurements_get_timer_slack(unsigned long *out_ns);
+
+/**
+ * cmeasurements_attr_pin - make a thread start on one CPU only
+ * @attributes: the attributes the thread will be created with
+ * @cpu: the CPU, 0 to CPU_SETSIZE - 1
+ *
+ * Context: before pthread_create, so the thread runs there from its first instruction.
+ * Return: 0; EINVAL for a CPU outside the set's range, or the errno of
+ * pthread_attr_setaffinity_np.
+ */
+int cmeasurements_attr_pin(pthread_attr_t *attributes, int cpu);
 
 #pragma clang assume_nonnull end
 

@@ -17,10 +17,30 @@ struct JitterCommand: ParsableCommand {
         "engine", "engine-rt", "engine-spin", "gcd", "gcd-safe", "timerfd", "sleep-engine", "sleep-continuous",
     ]
 
+    /// What pinning a measuring thread means for the backends where it is not the whole story,
+    /// and whether they are pinned at all.
+    ///
+    /// Backends that cannot be pinned still run one measuring thread each, unpinned, with a
+    /// note, rather than refusing `--affinity` and `--smp`: the default backends include gcd,
+    /// and its row under the same thread count is the comparison the others are read against.
+    static let pinningCaveats: [String: (pinned: Bool, note: String)] = [
+        "gcd": (false, dispatchThreads),
+        "gcd-safe": (false, dispatchThreads),
+        "sleep-continuous": (
+            true, "each task resumes on a thread pinned to its CPU, woken from libdispatch's threads, which cannot be pinned"
+        ),
+    ]
+
+    private static let dispatchThreads = "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"
+
+    /// Measuring threads allowed per online CPU: more only queue behind each other, which
+    /// measures the scheduler rather than the timers.
+    static let threadsPerCPU = 8
+
     @Option(help: "Timer period in microseconds, above 0 and at most 10000000 (10 s).")
     var interval: Double = 1000
 
-    @Option(help: "Samples per backend (after a warm-up of 100), 1 to 10000000.")
+    @Option(help: "Samples per backend and measuring thread (after a warm-up of 100), 1 to 10000000.")
     var samples: Int = 5000
 
     @Option(
@@ -28,8 +48,25 @@ struct JitterCommand: ParsableCommand {
         help: "Run each backend this long instead of a sample count: 90, 500ms, 1m, 2h (at most 1d).")
     var duration: TimeSpan?
 
-    @Option(help: "Concurrent timers per backend, phases spread over one period, 1 to 100000.")
+    @Option(help: "Concurrent timers per backend and measuring thread, phases spread over one period, 1 to 100000.")
     var timers: Int = 1
+
+    @Option(
+        name: [.customShort("t"), .long],
+        help: "Measuring threads per backend, each with its own timers (as cyclictest's -t): 1 to 8 per online CPU.")
+    var threads: Int?
+
+    @Option(
+        name: [.customShort("a"), .long],
+        help: ArgumentHelp(
+            "Pin measuring thread i to the i-th CPU of this list, e.g. 0,2-3 (as cyclictest's -a); "
+                + "without --threads, a thread per CPU listed.",
+            valueName: "cpu-list"))
+    var affinity: CPUList?
+
+    @Flag(
+        help: "A measuring thread per CPU this process may use, each pinned to its CPU (as cyclictest's --smp; sets --threads and --affinity).")
+    var smp = false
 
     @Option(help: "Leeway in microseconds, 0 to 10000000.")
     var leeway: Double = 0
@@ -82,6 +119,11 @@ struct JitterCommand: ParsableCommand {
         help: "Hold /dev/cpu_dma_latency at 0 while measuring, as cyclictest does (reported when refused).")
     var dmaLatency = true
 
+    @Flag(
+        name: [.customShort("N"), .long],
+        help: "Print the table's latencies in nanoseconds (as cyclictest's -N); the JSON keeps µs.")
+    var nsecs = false
+
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
@@ -89,6 +131,7 @@ struct JitterCommand: ParsableCommand {
         try OptionRules.check(self.interval, "--interval", above: 0, upTo: 10_000_000, unit: "µs")
         try OptionRules.check(self.samples, "--samples", in: 1...10_000_000)
         try OptionRules.check(self.timers, "--timers", in: 1...100_000)
+        try self.validateThreads()
         if let duration = self.duration {
             try OptionRules.check(duration.seconds, "--duration", above: 0, upTo: OptionRules.longestRunSeconds, unit: "s")
         }
@@ -114,6 +157,55 @@ struct JitterCommand: ParsableCommand {
         }
     }
 
+    /// `--threads`, `--affinity` and `--smp`: a thread count the machine can run, CPUs this
+    /// process may use, none twice, one for every thread.
+    private func validateThreads() throws {
+        if self.smp, self.threads != nil || self.affinity != nil {
+            throw ValidationError("--smp sets --threads and --affinity itself: give --smp or those two")
+        }
+        let most = Self.threadsPerCPU * OptionRules.cpuCount
+        if let threads = self.threads {
+            guard (1...most).contains(threads) else {
+                throw ValidationError(
+                    "--threads must be between 1 and \(most) (\(Self.threadsPerCPU) per online CPU) (got \(threads))")
+            }
+            guard threads * self.timers <= 100_000 else {
+                throw ValidationError("--threads × --timers must be at most 100000 timers (got \(threads) × \(self.timers))")
+            }
+        }
+        guard self.smp || self.affinity != nil else { return }
+        let option = self.smp ? "--smp" : "--affinity"
+        guard let allowed = CPUList.allowed, !allowed.cpus.isEmpty else {
+            throw ValidationError("\(option): cannot read the CPUs this process may use from /proc/self/status")
+        }
+        guard let affinity = self.affinity else { return }
+        for cpu in affinity.cpus where !allowed.cpus.contains(cpu) {
+            throw ValidationError(
+                "--affinity: CPU \(cpu) is not online or not allowed to this process; use CPUs in \(allowed)")
+        }
+        guard Set(affinity.cpus).count == affinity.cpus.count else {
+            throw ValidationError("--affinity must not name a CPU twice (got \(affinity))")
+        }
+        if let threads = self.threads, affinity.cpus.count < threads {
+            throw ValidationError(
+                "--affinity lists \(affinity.cpus.count) CPU(s) for \(threads) --threads; it needs one per thread")
+        }
+    }
+
+    /// Each measuring thread's CPU (`nil`: not pinned), or `nil` when no thread option was
+    /// given and every backend is measured as a whole, as before these options existed.
+    private var measuringCPUs: [Int?]? {
+        if self.smp { return CPUList.allowed?.cpus }
+        if let affinity = self.affinity { return Array(affinity.cpus.prefix(self.threads ?? affinity.cpus.count)) }
+        return self.threads.map { Array(repeating: nil, count: $0) }
+    }
+
+    /// The CPUs of `measuringCPUs` in thread order, or `nil` when the threads are not pinned.
+    private static func pinned(_ measuringCPUs: [Int?]?) -> [Int]? {
+        let cpus = measuringCPUs?.compactMap { $0 } ?? []
+        return cpus.isEmpty ? nil : cpus
+    }
+
     /// Samples per backend: `--samples`, or as many as `--duration` holds.
     private var sampleCount: Int {
         guard let duration = self.duration else { return self.samples }
@@ -134,7 +226,8 @@ struct JitterCommand: ParsableCommand {
             handlerWorkNanoseconds: OptionConversion.nanoseconds(self.handlerWork, nanosecondsPerUnit: 1_000),
             clock: self.clock
         )
-        let (subjects, notes) = try self.subjects()
+        let measuringCPUs = self.measuringCPUs
+        let (subjects, notes) = try self.subjects(measuringCPUs: measuringCPUs)
         if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
         let controls = LatencyControls(lockMemory: self.mlockall, holdDMALatency: self.dmaLatency)
         defer { controls.release() }
@@ -147,9 +240,13 @@ struct JitterCommand: ParsableCommand {
             breakAboveNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) },
             progress: Terminal.progress(quiet: self.json)
         )
-        let allNotes = notes + controls.refusals + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
+        let unit: LatencyUnit = self.nsecs ? .nanoseconds : .microseconds
+        let allNotes =
+            notes + controls.refusals + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
+            + results.compactMap { Self.threadNote($0, unit: unit) }
         let settings = JitterSettings(
             measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
+            threads: measuringCPUs?.count ?? 1, affinity: Self.pinned(measuringCPUs), smp: self.smp,
             spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
             policy: self.policy, priority: self.effectivePriority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
             dmaLatencyHeld: controls.dmaLatencyHeld,
@@ -160,14 +257,35 @@ struct JitterCommand: ParsableCommand {
         if self.json {
             print(try report.jsonString())
         } else {
-            Terminal.printHeader(report.machine, config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s), leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
-            print(ResultTable.jitter(results))
+            let threads = measuringCPUs.map { cpus in
+                ", \(cpus.count) thread(s)" + (Self.pinned(cpus).map { " on CPUs \(CPUList($0))" } ?? "")
+            }
+            Terminal.printHeader(
+                report.machine,
+                config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s)\(threads ?? ""), "
+                    + "leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
+            print(ResultTable.jitter(results, unit: unit))
             allNotes.forEach { print("note: \($0)") }
         }
     }
 
-    /// The requested backends; engine-rt is left out, with a note, where SCHED_FIFO is refused.
-    private func subjects() throws -> ([any JitterSubject], [String]) {
+    /// Each thread's worst case, as cyclictest prints a `Max` per thread.
+    private static func threadNote(_ result: JitterResult, unit: LatencyUnit) -> String? {
+        guard let threads = result.threads else { return nil }
+        let maxima = threads.map { thread in
+            "T\(thread.thread)\(thread.cpu.map { " (CPU \($0))" } ?? "") \(unit.text(thread.maxMicroseconds)) \(unit.symbol)"
+        }
+        return "\(result.backend) max per thread: \(maxima.joined(separator: ", "))"
+    }
+
+    /// Why a backend was left out of the run.
+    private struct Refusal: Error {
+        var reason: String
+    }
+
+    /// The requested backends, each on `measuringCPUs` when a thread option was given;
+    /// engine-rt is left out, with a note, where its policy is refused.
+    private func subjects(measuringCPUs: [Int?]?) throws -> ([any JitterSubject], [String]) {
         var subjects: [any JitterSubject] = []
         var notes: [String] = []
         for name in try OptionRules.names(self.backends, "--backends", known: Self.knownBackends) {
@@ -175,33 +293,18 @@ struct JitterCommand: ParsableCommand {
                 notes.append("\(name) skipped: it measures on CLOCK_MONOTONIC only")
                 continue
             }
-            switch name {
-            case "engine":
-                let engine = try TimerEngine()
-                subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
-            case "engine-rt":
-                switch try self.policy.engine(priority: self.effectivePriority) {
-                case .success(let engine):
-                    subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
-                case .failure(let refusal):
-                    notes.append("engine-rt skipped: \(refusal)")
+            do {
+                guard let cpus = measuringCPUs else {
+                    subjects.append(try self.subject(name, cpu: nil))
+                    continue
                 }
-            case "engine-spin":
-                let spinWindow = OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000)
-                let engine = try TimerEngine(configuration: .init(spinWindow: .nanoseconds(spinWindow)))
-                subjects.append(SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine))
-            case "gcd":
-                subjects.append(DispatchSubject())
-            case "gcd-safe":
-                subjects.append(SafeTimerJitterSubject(name: name, backend: .dispatch, engine: nil))
-            case "timerfd":
-                subjects.append(TimerfdLoopSubject())
-            case "sleep-engine":
-                subjects.append(SleepJitterSubject(engine: try TimerEngine()))
-            case "sleep-continuous":
-                subjects.append(SleepJitterSubject())
-            default:
-                preconditionFailure("validate() let through the backend '\(name)'")
+                let caveat = Self.pinningCaveats[name]
+                let pinned = caveat?.pinned ?? true
+                subjects.append(
+                    try JitterThreads(name: name, cpus: cpus.map { pinned ? $0 : nil }) { try self.subject(name, cpu: $0) })
+                if let caveat, Self.pinned(cpus) != nil { notes.append("\(name): \(caveat.note)") }
+            } catch let refusal as Refusal {
+                notes.append("\(name) skipped: \(refusal.reason)")
             }
         }
         if self.withCyclictest {
@@ -211,12 +314,52 @@ struct JitterCommand: ParsableCommand {
                 subjects.append(
                     CyclictestSubject(
                         executable: executable, policy: self.policy, priority: self.effectivePriority,
-                        lockMemory: self.mlockall, clock: self.clock))
+                        lockMemory: self.mlockall, clock: self.clock, cpus: measuringCPUs, smp: self.smp))
             } else {
                 notes.append("cyclictest skipped: not installed (Debian: apt-get install rt-tests)")
             }
         }
         return (subjects, notes)
+    }
+
+    /// Backend `name` with its timers on `cpu`, or anywhere for `nil`.
+    ///
+    /// - Throws: ``Refusal`` when engine-rt's policy is refused; the engine's error otherwise.
+    private func subject(_ name: String, cpu: Int?) throws -> any JitterSubject {
+        switch name {
+        case "engine":
+            let engine = try TimerEngine.pinned(.init(cpu: cpu))
+            return SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine)
+        case "engine-rt":
+            switch try self.policy.engine(priority: self.effectivePriority, cpu: cpu) {
+            case .success(let engine):
+                return SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine)
+            case .failure(let refusal):
+                throw Refusal(reason: "\(refusal)")
+            }
+        case "engine-spin":
+            let spinWindow = OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000)
+            let engine = try TimerEngine.pinned(.init(cpu: cpu, spinWindow: .nanoseconds(spinWindow)))
+            return SafeTimerJitterSubject(name: name, backend: .engine(engine), engine: engine)
+        case "gcd":
+            return DispatchSubject()
+        case "gcd-safe":
+            return SafeTimerJitterSubject(name: name, backend: .dispatch, engine: nil)
+        case "timerfd":
+            return TimerfdLoopSubject(cpu: cpu)
+        case "sleep-engine":
+            return SleepJitterSubject(engine: try TimerEngine.pinned(.init(cpu: cpu)), cpu: cpu)
+        case "sleep-continuous":
+            return SleepJitterSubject(cpu: cpu)
+        default:
+            preconditionFailure("validate() let through the backend '\(name)'")
+        }
+    }
+}
+
+extension CPUList: ExpressibleByArgument {
+    public init?(argument: String) {
+        self.init(argument)
     }
 }
 

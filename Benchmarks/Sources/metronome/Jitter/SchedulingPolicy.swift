@@ -19,22 +19,23 @@ enum SchedulingPolicy: String, ExpressibleByArgument, CaseIterable, Codable, Sen
         }
     }
 
-    /// An engine whose firing thread runs under this policy at `priority`.
+    /// An engine whose firing thread runs under this policy at `priority`, on `cpu` if given.
     ///
     /// The engine itself asks only for `SCHED_FIFO`; for the other policies the firing
     /// thread switches itself, from an inline handler (which runs on that thread), so the
     /// library needs no knob for a measurement-only setting.
     ///
     /// - Returns: The engine, or why the policy was refused.
-    func engine(priority: Int) throws -> Result<TimerEngine, MeasurementError> {
+    /// - Throws: The engine's error, or the refusal of `cpu`.
+    func engine(priority: Int, cpu: Int?) throws -> Result<TimerEngine, MeasurementError> {
         if self == .fifo {
-            let engine = try TimerEngine(configuration: .init(realtimePriority: priority))
+            let engine = try TimerEngine.pinned(.init(realtimePriority: priority, cpu: cpu))
             if let refusal = engine.threadReport.realtimeRefusal {
                 return .failure(.systemCall("SCHED_FIFO", code: refusal.code))
             }
             return .success(engine)
         }
-        let engine = try TimerEngine()
+        let engine = try TimerEngine.pinned(.init(cpu: cpu))
         let outcome = LockedCondition<CInt?>(nil)
         let timer = SafeDispatchTimer(backend: .engine(engine))
         let policy = self.value
@@ -49,5 +50,17 @@ enum SchedulingPolicy: String, ExpressibleByArgument, CaseIterable, Codable, Sen
         }
         let rc = outcome.withLock { $0 } ?? 0
         return rc == 0 ? .success(engine) : .failure(.systemCall("SCHED_\(self.rawValue.uppercased())", code: rc))
+    }
+}
+
+extension TimerEngine {
+    /// An engine with `configuration`, whose firing thread is on the configuration's CPU.
+    ///
+    /// - Throws: The engine's error, or the refusal of the CPU: a measuring thread that asked
+    ///   for a CPU and runs elsewhere would be reported under the wrong one.
+    static func pinned(_ configuration: Configuration) throws -> TimerEngine {
+        let engine = try TimerEngine(configuration: configuration)
+        if let refusal = engine.threadReport.cpuRefusal { throw refusal }
+        return engine
     }
 }

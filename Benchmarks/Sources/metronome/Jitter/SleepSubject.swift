@@ -6,16 +6,23 @@ import MetronomeMeasurements
 /// `Task.sleep(until:tolerance:clock:)` to each absolute deadline, on Metronome's
 /// `EngineClock` (`sleep-engine`) or the standard `ContinuousClock` (`sleep-continuous`),
 /// which on Linux hops through libdispatch's timer manager.
+///
+/// On a measuring thread with a CPU the task prefers a ``PinnedTaskExecutor`` on that CPU,
+/// so it resumes there; otherwise it runs on Swift's cooperative pool.
 struct SleepJitterSubject<C: Clock>: JitterSubject where C.Duration == Duration {
     let name: String
     let clock: C
     /// An instant of the clock as nanoseconds of a fixed epoch, so lateness is taken on the
     /// clock the sleep was measured against.
     let nanoseconds: @Sendable (C.Instant) -> Int64
+    /// The CPU the task resumes on, or `nil` for any.
+    let cpu: Int?
 
     func run(_ config: JitterConfiguration, recorder: LatencyRecorder) throws -> SubjectCounters {
         let done = DispatchSemaphore(value: 0)
-        let task = Task {
+        let executor = try self.cpu.map { try PinnedTaskExecutor(cpu: $0) }
+        defer { executor?.stop() }
+        let task = Task(executorPreference: executor) {
             let start = self.clock.now.advanced(by: .nanoseconds(config.startLeadNanoseconds))
             let interval = Duration.nanoseconds(config.intervalNanoseconds)
             let tolerance = Duration.nanoseconds(config.leewayNanoseconds)
@@ -44,16 +51,16 @@ struct SleepJitterSubject<C: Clock>: JitterSubject where C.Duration == Duration 
 }
 
 extension SleepJitterSubject where C == EngineClock {
-    init(engine: TimerEngine) {
-        self.init(name: "sleep-engine", clock: EngineClock(engine: engine)) { $0.nanoseconds }
+    init(engine: TimerEngine, cpu: Int?) {
+        self.init(name: "sleep-engine", clock: EngineClock(engine: engine), nanoseconds: { $0.nanoseconds }, cpu: cpu)
     }
 }
 
 extension SleepJitterSubject where C == ContinuousClock {
-    init() {
+    init(cpu: Int?) {
         let epoch = ContinuousClock.now
-        self.init(name: "sleep-continuous", clock: ContinuousClock()) { instant in
-            epoch.duration(to: instant).saturatingNanoseconds
-        }
+        self.init(
+            name: "sleep-continuous", clock: ContinuousClock(),
+            nanoseconds: { instant in epoch.duration(to: instant).saturatingNanoseconds }, cpu: cpu)
     }
 }
