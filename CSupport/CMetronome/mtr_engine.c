@@ -90,7 +90,8 @@ void
 mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock)
 {
 	struct mtr_clock_state *state = &engine->clocks[clock];
-	const struct mtr_heap_entry *top = mtr_timerset_top_locked_(&state->set);
+	const struct mtr_heap_entry *top = mtr_timerset_top_locked_(&state->set,
+	    engine->timers);
 	int64_t target_ns = top ? mtr_engine_wake_target_(engine,
 	    top->due_ns, engine->timers[top->timer].deadline_ns) : INT64_MAX;
 
@@ -190,7 +191,7 @@ mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 
 	while (!engine->stopping) {
 		const struct mtr_heap_entry *top =
-		    mtr_timerset_top_locked_(&state->set);
+		    mtr_timerset_top_locked_(&state->set, engine->timers);
 		const struct mtr_heap_entry *queued =
 		    mtr_batch_next_locked_(batch, engine->timers);
 		*now_ns = mtr_clock_read_(clock);

@@ -31,23 +31,33 @@ struct event_base;
 #define MTR_IN_BATCH (UINT32_C(3) << MTR_SLOT_INDEX_BITS)
 
 /*
- * One timer: 40 bytes. The latest acceptable firing time lives in the heap
- * entry, so leeway costs nothing here (leeway = due - deadline). A free slot
- * reuses heap_slot as the free-list link; generation is odd while the slot is
- * allocated and even while free, so a stale id never matches. A slot whose
- * generation would wrap is retired instead of reused (mtr_timer.c).
+ * One timer: 48 bytes. A free slot reuses heap_slot as the free-list link;
+ * generation is odd while the slot is allocated and even while free, so a
+ * stale id never matches. A slot whose generation would wrap is retired
+ * instead of reused (mtr_timer.c).
+ *
+ * due_ns is the timer's key. A reschedule to a later key records it here
+ * and leaves the heap entry where it is (mtr_timer.c): the entry's key then
+ * lags, due_ns differs from it, and whoever meets the entry first at the
+ * heap top or in a batch take gives it the recorded key (mtr_entry_rekey_).
+ * Every arm sets sequence to 0, so while the key lags its room holds the
+ * arm order that the new key carries.
  */
 struct mtr_timer {
 	void *context;
 	int64_t deadline_ns; /* the window opens: the current deadline */
+	int64_t due_ns;      /* the window closes: deadline + leeway */
 	int64_t period_ns;   /* 0 for a one-shot */
-	uint64_t sequence;   /* index of deadline_ns on the schedule */
+	union {
+		uint64_t sequence;    /* index of deadline_ns on the schedule */
+		uint32_t rekey_order; /* while the heap key lags */
+	};
 	uint32_t heap_slot;  /* clock and heap index, or MTR_NOT_ARMED */
 	uint32_t generation;
 };
 
 /* Fetches a timer for writing ahead of use: both of its cache lines, since
- * a 40-byte slot often straddles two. */
+ * a 48-byte slot often straddles two. */
 static inline void
 mtr_timer_prefetch_(const struct mtr_timer *timer)
 {
@@ -57,7 +67,9 @@ mtr_timer_prefetch_(const struct mtr_timer *timer)
 
 /* A heap entry carries its key, so sifting touches only the heap array. */
 struct mtr_heap_entry {
-	int64_t due_ns;  /* deadline + leeway: the latest acceptable firing */
+	/* deadline + leeway: the latest acceptable firing; no later than its
+	 * timer's due_ns, which a later reschedule moves on alone */
+	int64_t due_ns;
 	uint32_t timer;  /* slot index */
 	uint32_t order;  /* arm order: equal keys fire first-armed first */
 };
@@ -71,6 +83,23 @@ mtr_entry_before_(const struct mtr_heap_entry *a, const struct mtr_heap_entry *b
 	/* Wrapping comparison: right while every armed order lies within
 	 * 2^31 of the next, which renumbering keeps true (mtr_timer.c). */
 	return (int32_t)(a->order - b->order) < 0;
+}
+
+/*
+ * Gives @entry the key its timer recorded when rescheduled later, if the
+ * entry's key lags; returns whether it did. The new key is later than the
+ * old one, so a heap entry can only need to move down.
+ */
+static inline bool
+mtr_entry_rekey_(struct mtr_heap_entry *entry, struct mtr_timer *timers)
+{
+	struct mtr_timer *timer = &timers[entry->timer];
+	if (timer->due_ns == entry->due_ns)
+		return false;
+	entry->due_ns = timer->due_ns;
+	entry->order = timer->rekey_order;
+	timer->sequence = 0;
+	return true;
 }
 
 /*
@@ -182,7 +211,7 @@ int mtr_timerset_push_locked_(struct mtr_timerset *set,
 void mtr_timerset_erase_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index);
 const struct mtr_heap_entry *mtr_timerset_top_locked_(
-    const struct mtr_timerset *set);
+    struct mtr_timerset *set, struct mtr_timer *timers);
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
     int64_t now_ns, uint32_t limit);
 void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,

@@ -10,7 +10,7 @@
  * destroy is refused instead of touching a reused slot.
  *
  * Nothing here wraps within a process's life. A slot that has spent its
- * 2^31 generations is retired, never reused (40 bytes, after 2^31 reuses).
+ * 2^31 generations is retired, never reused (48 bytes, after 2^31 reuses).
  * Arm order is renumbered, keeping its sequence, before it spans 2^31, so
  * the wrapping comparison of mtr_entry_before_ stays right for ever.
  *
@@ -147,24 +147,31 @@ mtr_order_compare_(const void *a, const void *b, void *base)
 }
 
 /*
- * Gives every entry (heaps and batch) a new arm order, 0, 1, ... in its
- * current sequence. The heaps and the batch depend on relative order only,
+ * Gives every entry (heaps and batch) and every order recorded for a
+ * lagging key a new arm order, 0, 1, ... in its current sequence. The heaps and the batch depend on relative order only,
  * so both stay valid without moving an entry.
  */
 static int
 mtr_timer_renumber_locked_(mtr_engine *engine)
 {
+	/* Each heap entry may add its timer's recorded order. */
 	size_t total = engine->batch.count;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		total += engine->clocks[c].set.count;
+		total += 2 * (size_t)engine->clocks[c].set.count;
 	uint32_t **orders = malloc((total + 1) * sizeof(*orders));
 	if (orders == NULL)
 		return ENOMEM;
 	uint32_t n = 0;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 		struct mtr_timerset *set = &engine->clocks[c].set;
-		for (uint32_t i = 0; i < set->count; i++)
-			orders[n++] = &set->entries[i].order;
+		for (uint32_t i = 0; i < set->count; i++) {
+			struct mtr_heap_entry *entry = &set->entries[i];
+			struct mtr_timer *timer = &engine->timers[entry->timer];
+			orders[n++] = &entry->order;
+			/* A lagging key's recorded order keeps its place too. */
+			if (timer->due_ns != entry->due_ns)
+				orders[n++] = &timer->rekey_order;
+		}
 	}
 	for (uint32_t i = 0; i < engine->batch.count; i++)
 		orders[n++] = &engine->batch.entries[i].order;
@@ -250,6 +257,7 @@ mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
     mtr_clock_id clock, int64_t due_ns)
 {
 	struct mtr_clock_state *state = &engine->clocks[clock];
+	engine->timers[index].due_ns = due_ns;
 	int rc = mtr_timerset_push_locked_(&state->set, engine->timers, index,
 	    due_ns, mtr_timer_next_order_locked_(engine));
 	if (rc != 0)
@@ -262,6 +270,29 @@ mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
 	    engine->timers[index].deadline_ns) < state->armed_ns)
 		mtr_engine_rearm_locked_(engine, clock);
 	return 0;
+}
+
+/*
+ * Moves a timer in a heap of its clock to a later key in O(1): the heap
+ * entry keeps its old key, which surfaces no later than the new one would,
+ * and is re-keyed then (mtr_timerset_top_locked_, mtr_batch_take_locked_).
+ * The new key takes its arm order now, so equal keys still fire in the
+ * order they were armed. The timerfd stays armed for the old key: its
+ * wake-up finds nothing due and re-arms, as after a cancel, once per
+ * surfacing rather than once per reschedule.
+ */
+static void
+mtr_timer_defer_locked_(mtr_engine *engine, struct mtr_timer *timer,
+    int64_t deadline_ns, int64_t period_ns, int64_t due_ns)
+{
+	uint32_t order = mtr_timer_next_order_locked_(engine);
+	if (mtr_slot_index_(timer->heap_slot) == 0)
+		mtr_engine_interrupt_spin_locked_(engine,
+		    mtr_slot_clock_(timer->heap_slot));
+	timer->deadline_ns = deadline_ns;
+	timer->due_ns = due_ns;
+	timer->period_ns = period_ns;
+	timer->rekey_order = order;
 }
 
 static int
@@ -278,6 +309,12 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
 	if (timer != NULL && engine->stopping) {
 		rc = ESHUTDOWN;
+	} else if (timer != NULL &&
+	    mtr_slot_clock_(timer->heap_slot) == clock &&
+	    deadline_ns + leeway_ns > timer->due_ns) {
+		mtr_timer_defer_locked_(engine, timer, deadline_ns, period_ns,
+		    deadline_ns + leeway_ns);
+		rc = 0;
 	} else if (timer != NULL) {
 		mtr_timer_disarm_locked_(engine, timer);
 		timer->deadline_ns = deadline_ns;

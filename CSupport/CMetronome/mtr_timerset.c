@@ -21,7 +21,11 @@
  * in O(n); the firing loop then drains the batch in sequence.
  *
  * Each timer stores its heap index (heap_slot), making cancel O(log n), as
- * libevent's min_heap_erase_ does with min_heap_idx.
+ * libevent's min_heap_erase_ does with min_heap_idx. A reschedule to a
+ * later key is O(1): the entry keeps its old key, which is no later than
+ * the new one, so it still surfaces in time, and is re-keyed when it does
+ * (mtr_timerset_top_locked_). Idle timeouts pushed later on every request
+ * then cost one sift per timeout that surfaces, not one per request.
  *
  * Coalescing (the rule lives here and in the firing loop, mtr_engine.c):
  * the timerfd is armed at the smallest key (less a wake-up margin, see
@@ -203,10 +207,23 @@ mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
 	mtr_timerset_shrink_locked_(set);
 }
 
+/*
+ * The entry that fires first. Entries whose key lags (their timer was
+ * rescheduled later) are re-keyed as they reach the top, until the top's
+ * key is current: every other entry's key is then no earlier than the
+ * top's, and the key it lags is later still, so the top is the first of
+ * the current keys. A lagging key is never armed for nor fired.
+ */
 const struct mtr_heap_entry *
-mtr_timerset_top_locked_(const struct mtr_timerset *set)
+mtr_timerset_top_locked_(struct mtr_timerset *set, struct mtr_timer *timers)
 {
-	return set->count ? &set->entries[0] : NULL;
+	while (set->count > 0) {
+		struct mtr_heap_entry top = set->entries[0];
+		if (!mtr_entry_rekey_(&top, timers))
+			return &set->entries[0];
+		mtr_heap_sift_down_(set, timers, 0, top);
+	}
+	return NULL;
 }
 
 uint32_t
