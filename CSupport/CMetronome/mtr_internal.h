@@ -210,6 +210,9 @@ int mtr_timerset_push_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order);
 void mtr_timerset_erase_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index);
+void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t heap_index, int64_t due_ns,
+    uint32_t order);
 const struct mtr_heap_entry *mtr_timerset_top_locked_(
     struct mtr_timerset *set, struct mtr_timer *timers);
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,

@@ -252,47 +252,69 @@ mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer)
 	    heap_index);
 }
 
+/* After a timer's key came in earlier, or the timer was armed: a new top
+ * ends a spin, and only a new earliest wake-up needs the timerfd moved; in
+ * a batch the firing thread re-arms when the batch ends. */
+static void
+mtr_timer_keyed_earlier_locked_(mtr_engine *engine, mtr_clock_id clock,
+    const struct mtr_timer *timer)
+{
+	struct mtr_clock_state *state = &engine->clocks[clock];
+	if (mtr_slot_index_(timer->heap_slot) == 0)
+		mtr_engine_interrupt_spin_locked_(engine, clock);
+	if (!state->firing && mtr_engine_wake_target_(engine, timer->due_ns,
+	    timer->deadline_ns) < state->armed_ns)
+		mtr_engine_rearm_locked_(engine, clock);
+}
+
 int
 mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
     mtr_clock_id clock, int64_t due_ns)
 {
-	struct mtr_clock_state *state = &engine->clocks[clock];
-	engine->timers[index].due_ns = due_ns;
-	int rc = mtr_timerset_push_locked_(&state->set, engine->timers, index,
-	    due_ns, mtr_timer_next_order_locked_(engine));
+	struct mtr_timer *timer = &engine->timers[index];
+	int rc = mtr_timerset_push_locked_(&engine->clocks[clock].set,
+	    engine->timers, index, due_ns, mtr_timer_next_order_locked_(engine));
 	if (rc != 0)
 		return rc;
-	if (mtr_slot_index_(engine->timers[index].heap_slot) == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	/* Only a new earliest wake-up needs the timerfd moved; in a batch the
-	 * firing thread re-arms when the batch ends. */
-	if (!state->firing && mtr_engine_wake_target_(engine, due_ns,
-	    engine->timers[index].deadline_ns) < state->armed_ns)
-		mtr_engine_rearm_locked_(engine, clock);
+	timer->due_ns = due_ns;
+	mtr_timer_keyed_earlier_locked_(engine, clock, timer);
 	return 0;
 }
 
 /*
- * Moves a timer in a heap of its clock to a later key in O(1): the heap
- * entry keeps its old key, which surfaces no later than the new one would,
- * and is re-keyed then (mtr_timerset_top_locked_, mtr_batch_take_locked_).
- * The new key takes its arm order now, so equal keys still fire in the
- * order they were armed. The timerfd stays armed for the old key: its
+ * Gives a timer that is in its clock's heap a new key, with the arm order
+ * it takes now, so equal keys still fire in the order they were armed.
+ *
+ * A later key is only recorded, in O(1): the heap entry keeps its old key,
+ * which surfaces no later than the new one would, and is re-keyed then
+ * (mtr_timerset_top_locked_, mtr_batch_take_locked_). The timer's own key
+ * bounds its entry's, so a key later than the timer's is known to be later
+ * without reading the entry. The timerfd stays armed for the old key: that
  * wake-up finds nothing due and re-arms, as after a cancel, once per
- * surfacing rather than once per reschedule.
+ * surfacing rather than once per reschedule. A key no later than the
+ * entry's moves the entry in place.
  */
 static void
-mtr_timer_defer_locked_(mtr_engine *engine, struct mtr_timer *timer,
-    int64_t deadline_ns, int64_t period_ns, int64_t due_ns)
+mtr_timer_move_locked_(mtr_engine *engine, struct mtr_timer *timer,
+    mtr_clock_id clock, int64_t due_ns)
 {
+	struct mtr_timerset *set = &engine->clocks[clock].set;
 	uint32_t order = mtr_timer_next_order_locked_(engine);
-	if (mtr_slot_index_(timer->heap_slot) == 0)
-		mtr_engine_interrupt_spin_locked_(engine,
-		    mtr_slot_clock_(timer->heap_slot));
-	timer->deadline_ns = deadline_ns;
+	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
+	bool later = due_ns > timer->due_ns ||
+	    due_ns > set->entries[heap_index].due_ns;
+
 	timer->due_ns = due_ns;
-	timer->period_ns = period_ns;
-	timer->rekey_order = order;
+	if (heap_index == 0)
+		mtr_engine_interrupt_spin_locked_(engine, clock);
+	if (later) {
+		timer->rekey_order = order;
+		return;
+	}
+	timer->sequence = 0;
+	mtr_timerset_rekey_locked_(set, engine->timers, heap_index, due_ns,
+	    order);
+	mtr_timer_keyed_earlier_locked_(engine, clock, timer);
 }
 
 static int
@@ -309,19 +331,19 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
 	if (timer != NULL && engine->stopping) {
 		rc = ESHUTDOWN;
-	} else if (timer != NULL &&
-	    mtr_slot_clock_(timer->heap_slot) == clock &&
-	    deadline_ns + leeway_ns > timer->due_ns) {
-		mtr_timer_defer_locked_(engine, timer, deadline_ns, period_ns,
-		    deadline_ns + leeway_ns);
-		rc = 0;
 	} else if (timer != NULL) {
-		mtr_timer_disarm_locked_(engine, timer);
 		timer->deadline_ns = deadline_ns;
 		timer->period_ns = period_ns;
-		timer->sequence = 0;
-		rc = mtr_timer_schedule_locked_(engine, (uint32_t)id, clock,
-		    deadline_ns + leeway_ns);
+		if (mtr_slot_clock_(timer->heap_slot) == clock) {
+			mtr_timer_move_locked_(engine, timer, clock,
+			    deadline_ns + leeway_ns);
+			rc = 0;
+		} else {
+			mtr_timer_disarm_locked_(engine, timer);
+			timer->sequence = 0;
+			rc = mtr_timer_schedule_locked_(engine, (uint32_t)id,
+			    clock, deadline_ns + leeway_ns);
+		}
 	}
 	pthread_mutex_unlock(&engine->lock);
 	return rc;

@@ -184,27 +184,39 @@ mtr_timerset_push_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
 	return 0;
 }
 
+/* Puts @entry at @index, in a heap that is in order around it. @entry may
+ * belong above @index or below it, never both, so one of the two sifts is a
+ * no-op. */
+static void
+mtr_heap_settle_(struct mtr_timerset *set, struct mtr_timer *timers,
+    uint32_t index, struct mtr_heap_entry entry)
+{
+	if (index > 0 && mtr_entry_before_(&entry,
+	    &set->entries[(index - 1) / MTR_ARITY]))
+		mtr_heap_sift_up_(set, timers, index, entry);
+	else
+		mtr_heap_sift_down_(set, timers, index, entry);
+}
+
 void
 mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
     uint32_t index)
 {
 	timers[set->entries[index].timer].heap_slot = MTR_NOT_ARMED;
 	struct mtr_heap_entry last = set->entries[--set->count];
-	if (index == set->count) {
-		mtr_timerset_shrink_locked_(set);
-		return;
-	}
-	/*
-	 * The last entry moves into the hole. It can belong above the hole
-	 * (it came from another subtree) or below it, never both, so one of
-	 * the two sifts is a no-op.
-	 */
-	if (index > 0 && mtr_entry_before_(&last,
-	    &set->entries[(index - 1) / MTR_ARITY]))
-		mtr_heap_sift_up_(set, timers, index, last);
-	else
-		mtr_heap_sift_down_(set, timers, index, last);
+	/* The last entry moves into the hole; it came from another subtree. */
+	if (index < set->count)
+		mtr_heap_settle_(set, timers, index, last);
 	mtr_timerset_shrink_locked_(set);
+}
+
+/* Gives the entry at @index a new key, earlier or later, in place. */
+void
+mtr_timerset_rekey_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
+    uint32_t index, int64_t due_ns, uint32_t order)
+{
+	struct mtr_heap_entry entry = { due_ns, set->entries[index].timer, order };
+	mtr_heap_settle_(set, timers, index, entry);
 }
 
 /*
