@@ -178,7 +178,8 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 		if (i + MTR_BATCH_PREFETCH < set->count)
 			mtr_timer_prefetch_(&timers[heap[i + MTR_BATCH_PREFETCH].timer]);
 		struct mtr_heap_entry entry = heap[i];
-		if (entry.due_ns <= now_ns && !mtr_entry_rekey_(&entry, timers)) {
+		if (entry.due_ns <= now_ns &&
+		    !mtr_entry_rekey_(&entry, timers)) {
 			block[next[mtr_radix_digit_(&entry, &key, shift)]++] = entry;
 			timers[entry.timer].heap_slot = MTR_IN_BATCH;
 		} else {

@@ -147,9 +147,10 @@ mtr_order_compare_(const void *a, const void *b, void *base)
 }
 
 /*
- * Gives every entry (heaps and batch) and every order recorded for a
- * lagging key a new arm order, 0, 1, ... in its current sequence. The heaps and the batch depend on relative order only,
- * so both stay valid without moving an entry.
+ * Gives every entry (heaps and batch), and every order recorded for a
+ * lagging key, a new arm order, 0, 1, ... in its current sequence. The
+ * heaps and the batch depend on relative order only, so both stay valid
+ * without moving an entry.
  */
 static int
 mtr_timer_renumber_locked_(mtr_engine *engine)

@@ -24,8 +24,9 @@
  * libevent's min_heap_erase_ does with min_heap_idx. A reschedule to a
  * later key is O(1): the entry keeps its old key, which is no later than
  * the new one, so it still surfaces in time, and is re-keyed when it does
- * (mtr_timerset_top_locked_). Idle timeouts pushed later on every request
- * then cost one sift per timeout that surfaces, not one per request.
+ * (mtr_timerset_top_locked_, mtr_batch.c). Idle timeouts pushed later on
+ * every request then cost one sift per timeout that surfaces, not one per
+ * request.
  *
  * Coalescing (the rule lives here and in the firing loop, mtr_engine.c):
  * the timerfd is armed at the smallest key (less a wake-up margin, see
@@ -215,7 +216,8 @@ void
 mtr_timerset_rekey_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
     uint32_t index, int64_t due_ns, uint32_t order)
 {
-	struct mtr_heap_entry entry = { due_ns, set->entries[index].timer, order };
+	struct mtr_heap_entry entry = {
+		due_ns, set->entries[index].timer, order };
 	mtr_heap_settle_(set, timers, index, entry);
 }
 
