@@ -252,9 +252,6 @@ mtr_slot_index_(uint32_t slot)
 #define MTR_WAKE_MARGIN_MAX_NS 1000000
 
 /* mtr_engine.c */
-void mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
-int64_t mtr_engine_wake_target_(const mtr_engine *engine,
-    int64_t due_ns, int64_t deadline_ns);
 void mtr_engine_drop_timers_(mtr_engine *engine);
 bool mtr_engine_release_hold_locked_(mtr_engine *engine);
 void mtr_engine_free_(mtr_engine *engine);
@@ -269,10 +266,23 @@ mtr_engine_interrupt_spin_locked_(mtr_engine *engine, mtr_clock_id clock)
 		    memory_order_relaxed);
 }
 
-/* mtr_timer.c */
-void mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer);
-int mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
+/* Arm order is renumbered when it reaches this: from then on, orders span
+ * at most 2^30 (every armed timer) + 2^30 (arms until the next renumber). */
+#define MTR_ORDER_RENUMBER_AT (UINT32_C(1) << 30)
+
+/* mtr_queue.c: each clock's timer set and timerfd, and the arm order; for
+ * timer operations and the firing loop alike, with the engine lock held. */
+uint32_t mtr_queue_next_order_locked_(mtr_engine *engine);
+int mtr_queue_add_locked_(mtr_engine *engine, uint32_t index,
     mtr_clock_id clock, int64_t due_ns);
+void mtr_queue_move_locked_(mtr_engine *engine, struct mtr_timer *timer,
+    mtr_clock_id clock, int64_t due_ns);
+void mtr_queue_remove_locked_(mtr_engine *engine, struct mtr_timer *timer);
+void mtr_queue_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
+void mtr_queue_set_fd_locked_(struct mtr_clock_state *state,
+    int64_t target_ns);
+
+/* mtr_timer.c */
 void mtr_timer_array_free_(mtr_engine *engine);
 size_t mtr_timer_array_bytes_(const mtr_engine *engine);
 

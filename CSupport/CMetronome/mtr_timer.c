@@ -1,8 +1,8 @@
 /*
  * Timers: create, arm, cancel, destroy, and the cancel guarantee.
  *
- * Every request takes the engine lock and edits the timer set directly;
- * nothing waits for the firing thread. The firing thread decides under the
+ * Every request takes the engine lock and edits its clock's queue directly
+ * (mtr_queue.c); nothing waits for the firing thread. The firing thread decides under the
  * same lock which callback to run and records it in engine->running before
  * unlocking, so once cancel returns no new callback can start: the only
  * callback that may still run is one already committed (and cancel_sync
@@ -10,9 +10,8 @@
  * destroy is refused instead of touching a reused slot.
  *
  * Nothing here wraps within a process's life. A slot that has spent its
- * 2^31 generations is retired, never reused (48 bytes, after 2^31 reuses).
- * Arm order is renumbered, keeping its sequence, before it spans 2^31, so
- * the wrapping comparison of mtr_entry_before_ stays right for ever.
+ * 2^31 generations is retired, never reused (48 bytes, after 2^31 reuses);
+ * arm order is renumbered before it wraps (mtr_queue.c).
  *
  * Memory follows the load: the timer array gives back its free tail when
  * no more than a quarter of it is in use (mtr_timer_shrink_locked_), and
@@ -25,9 +24,6 @@
 #include <string.h>
 
 #define MTR_TIMERS_MIN 64
-/* Arm order is renumbered when it reaches this: from then on, orders span
- * at most 2^30 (every armed timer) + 2^30 (arms until the next renumber). */
-#define MTR_ORDER_RENUMBER_AT (UINT32_C(1) << 30)
 
 static inline mtr_timer_id
 mtr_timer_id_make_(uint32_t index, uint32_t generation)
@@ -137,66 +133,6 @@ mtr_timer_array_bytes_(const mtr_engine *engine)
 	return (size_t)engine->timer_capacity * sizeof(*engine->timers);
 }
 
-/* Orders arm order in its wrapping sense: as offsets from @base. */
-static int
-mtr_order_compare_(const void *a, const void *b, void *base)
-{
-	uint32_t x = **(uint32_t *const *)a - *(uint32_t *)base;
-	uint32_t y = **(uint32_t *const *)b - *(uint32_t *)base;
-	return (x > y) - (x < y);
-}
-
-/*
- * Gives every entry (heaps and batch), and every order recorded for a
- * lagging key, a new arm order, 0, 1, ... in its current sequence. The
- * heaps and the batch depend on relative order only, so both stay valid
- * without moving an entry.
- */
-static int
-mtr_timer_renumber_locked_(mtr_engine *engine)
-{
-	/* Each heap entry may add its timer's recorded order. */
-	size_t total = engine->batch.count;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		total += 2 * (size_t)engine->clocks[c].set.count;
-	uint32_t **orders = malloc((total + 1) * sizeof(*orders));
-	if (orders == NULL)
-		return ENOMEM;
-	uint32_t n = 0;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_timerset *set = &engine->clocks[c].set;
-		for (uint32_t i = 0; i < set->count; i++) {
-			struct mtr_heap_entry *entry = &set->entries[i];
-			struct mtr_timer *timer = &engine->timers[entry->timer];
-			orders[n++] = &entry->order;
-			/* A lagging key's recorded order keeps its place too. */
-			if (timer->due_ns != entry->due_ns)
-				orders[n++] = &timer->rekey_order;
-		}
-	}
-	for (uint32_t i = 0; i < engine->batch.count; i++)
-		orders[n++] = &engine->batch.entries[i].order;
-	/* Every order lies within 2^31 before the next one. */
-	uint32_t base = engine->next_order - (UINT32_C(1) << 31);
-	qsort_r(orders, n, sizeof(*orders), mtr_order_compare_, &base);
-	for (uint32_t i = 0; i < n; i++)
-		*orders[i] = i;
-	engine->next_order = n;
-	free(orders);
-	return 0;
-}
-
-/* The next arm order; renumbers first when the span nears 2^31. Should
- * the renumbering find no memory, it is tried again at the next arm, with
- * 2^31 - 2^30 arms to go before order could go wrong. */
-static uint32_t
-mtr_timer_next_order_locked_(mtr_engine *engine)
-{
-	if (engine->next_order >= MTR_ORDER_RENUMBER_AT)
-		(void)mtr_timer_renumber_locked_(engine);
-	return engine->next_order++;
-}
-
 int
 mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 {
@@ -232,92 +168,6 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 	return rc;
 }
 
-void
-mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer)
-{
-	if (timer->heap_slot == MTR_NOT_ARMED)
-		return;
-	if (timer->heap_slot == MTR_IN_BATCH) {
-		/* The batch skips an entry whose timer left it. */
-		timer->heap_slot = MTR_NOT_ARMED;
-		engine->batch.live--;
-		return;
-	}
-	/* The timerfd is left as it is: an early wake-up finds nothing due
-	 * and re-arms, which is cheaper than a syscall on every cancel. */
-	mtr_clock_id clock = mtr_slot_clock_(timer->heap_slot);
-	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
-	if (heap_index == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	mtr_timerset_erase_locked_(&engine->clocks[clock].set, engine->timers,
-	    heap_index);
-}
-
-/* After a timer's key came in earlier, or the timer was armed: a new top
- * ends a spin, and only a new earliest wake-up needs the timerfd moved; in
- * a batch the firing thread re-arms when the batch ends. */
-static void
-mtr_timer_keyed_earlier_locked_(mtr_engine *engine, mtr_clock_id clock,
-    const struct mtr_timer *timer)
-{
-	struct mtr_clock_state *state = &engine->clocks[clock];
-	if (mtr_slot_index_(timer->heap_slot) == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	if (!state->firing && mtr_engine_wake_target_(engine, timer->due_ns,
-	    timer->deadline_ns) < state->armed_ns)
-		mtr_engine_rearm_locked_(engine, clock);
-}
-
-int
-mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
-    mtr_clock_id clock, int64_t due_ns)
-{
-	struct mtr_timer *timer = &engine->timers[index];
-	int rc = mtr_timerset_push_locked_(&engine->clocks[clock].set,
-	    engine->timers, index, due_ns, mtr_timer_next_order_locked_(engine));
-	if (rc != 0)
-		return rc;
-	timer->due_ns = due_ns;
-	mtr_timer_keyed_earlier_locked_(engine, clock, timer);
-	return 0;
-}
-
-/*
- * Gives a timer that is in its clock's heap a new key, with the arm order
- * it takes now, so equal keys still fire in the order they were armed.
- *
- * A later key is only recorded, in O(1): the heap entry keeps its old key,
- * which surfaces no later than the new one would, and is re-keyed then
- * (mtr_timerset_top_locked_, mtr_batch_take_locked_). The timer's own key
- * bounds its entry's, so a key later than the timer's is known to be later
- * without reading the entry. The timerfd stays armed for the old key: that
- * wake-up finds nothing due and re-arms, as after a cancel, once per
- * surfacing rather than once per reschedule. A key no later than the
- * entry's moves the entry in place.
- */
-static void
-mtr_timer_move_locked_(mtr_engine *engine, struct mtr_timer *timer,
-    mtr_clock_id clock, int64_t due_ns)
-{
-	struct mtr_timerset *set = &engine->clocks[clock].set;
-	uint32_t order = mtr_timer_next_order_locked_(engine);
-	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
-	bool later = due_ns > timer->due_ns ||
-	    due_ns > set->entries[heap_index].due_ns;
-
-	timer->due_ns = due_ns;
-	if (heap_index == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	if (later) {
-		timer->rekey_order = order;
-		return;
-	}
-	timer->sequence = 0;
-	mtr_timerset_rekey_locked_(set, engine->timers, heap_index, due_ns,
-	    order);
-	mtr_timer_keyed_earlier_locked_(engine, clock, timer);
-}
-
 static int
 mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
     int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns)
@@ -336,13 +186,13 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 		timer->deadline_ns = deadline_ns;
 		timer->period_ns = period_ns;
 		if (mtr_slot_clock_(timer->heap_slot) == clock) {
-			mtr_timer_move_locked_(engine, timer, clock,
+			mtr_queue_move_locked_(engine, timer, clock,
 			    deadline_ns + leeway_ns);
 			rc = 0;
 		} else {
-			mtr_timer_disarm_locked_(engine, timer);
+			mtr_queue_remove_locked_(engine, timer);
 			timer->sequence = 0;
-			rc = mtr_timer_schedule_locked_(engine, (uint32_t)id,
+			rc = mtr_queue_add_locked_(engine, (uint32_t)id,
 			    clock, deadline_ns + leeway_ns);
 		}
 	}
@@ -375,7 +225,7 @@ mtr_timer_cancel_locked_(mtr_engine *engine, mtr_timer_id id)
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
 	if (timer == NULL)
 		return EINVAL;
-	mtr_timer_disarm_locked_(engine, timer);
+	mtr_queue_remove_locked_(engine, timer);
 	return 0;
 }
 
@@ -423,7 +273,7 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 	pthread_mutex_lock(&engine->lock);
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
 	if (timer != NULL) {
-		mtr_timer_disarm_locked_(engine, timer);
+		mtr_queue_remove_locked_(engine, timer);
 		if (engine->running == id) {
 			/* The firing thread holds the context for the running
 			 * callback and releases it when that returns. */
@@ -473,7 +323,7 @@ mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
 			engine->next_order += (uint32_t)step;
 			arms -= step;
 			if (arms > 0) {
-				(void)mtr_timer_next_order_locked_(engine);
+				(void)mtr_queue_next_order_locked_(engine);
 				arms--;
 			}
 		}

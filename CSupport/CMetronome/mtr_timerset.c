@@ -30,7 +30,7 @@
  *
  * Coalescing (the rule lives here and in the firing loop, mtr_engine.c):
  * the timerfd is armed at the smallest key (less a wake-up margin, see
- * mtr_engine_wake_target_), and each wake-up pops in key order
+ * mtr_queue_wake_target_), and each wake-up pops in key order
  * while the top's window has opened. For a fixed set of windows, each
  * shortened at its end by the wake-up margin, this wakes at exactly the
  * points of the greedy minimum interval stabbing, the optimum for those
