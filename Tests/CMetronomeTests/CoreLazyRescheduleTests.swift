@@ -66,7 +66,7 @@ extension CoreContractTests {
                     }
                 }
             }
-            workers.forEach { $0.join() }
+            for worker in workers { worker.join() }
             #expect(failedCalls.load(ordering: .relaxed) == 0)
             let deadlines = finals.read { $0 }
             let armed = deadlines.compactMap { $0 }
@@ -108,7 +108,8 @@ extension CoreContractTests {
             let callOrder = probes.shuffled(using: &generator)
             if renumberMidway {
                 // Renumbering comes at 2^30 arms: let it fall in the middle of the calls.
-                try #require(mtr_engine_age_for_testing(engine.handle, (1 << 30) - UInt64(moved.count + count / 2), 0) == 0)
+                let arms = (1 << 30) - UInt64(moved.count + count / 2)
+                try #require(mtr_engine_age_for_testing(engine.handle, arms, 0) == 0)
             }
             for probe in callOrder {
                 try #require(probe.armOnce(at: shared) == 0)
