@@ -167,7 +167,10 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 
 	/* Pass two spreads them into runs by that digit and closes the heap
 	 * up behind them; the timers are written in heap order, at random,
-	 * so they are fetched ahead. */
+	 * so they are fetched ahead. Pass one counted by the heap keys alone;
+	 * here, where each timer is written anyway, an entry whose key lags
+	 * is re-keyed and stays in the heap (due or not, it fires from there,
+	 * in key order with the batch), leaving a gap at the end of its run. */
 	size_t next[MTR_RADIX_SIZE];
 	memcpy(next, start, sizeof(next));
 	uint32_t kept = 0;
@@ -175,7 +178,8 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 		if (i + MTR_BATCH_PREFETCH < set->count)
 			mtr_timer_prefetch_(&timers[heap[i + MTR_BATCH_PREFETCH].timer]);
 		struct mtr_heap_entry entry = heap[i];
-		if (entry.due_ns <= now_ns) {
+		if (entry.due_ns <= now_ns &&
+		    !mtr_entry_rekey_(&entry, timers)) {
 			block[next[mtr_radix_digit_(&entry, &key, shift)]++] = entry;
 			timers[entry.timer].heap_slot = MTR_IN_BATCH;
 		} else {
@@ -188,19 +192,20 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	mtr_timerset_rebuild_locked_(set, timers);
 
 	/* Each run sorts in cache, one after the other, with the heap's freed
-	 * tail (at least as long as the batch) for scratch. */
+	 * tail (as long as the batch) for scratch, and closes up the gaps. */
+	uint32_t taken = 0;
 	for (uint32_t digit = 0; digit < MTR_RADIX_SIZE; digit++) {
 		struct mtr_heap_entry *run = block + start[digit];
-		size_t length = start[digit + 1] - start[digit];
+		size_t length = next[digit] - start[digit];
 		struct mtr_heap_entry *sorted = mtr_sort_(run, heap + kept,
 		    length, &key, shift);
-		if (sorted != run)
-			memcpy(run, sorted, length * sizeof(*run));
+		memmove(block + taken, sorted, length * sizeof(*run));
+		taken += (uint32_t)length;
 	}
 	batch->entries = block;
 	batch->next = 0;
-	batch->count = count;
-	batch->live = count;
+	batch->count = taken;
+	batch->live = taken;
 	mtr_timerset_shrink_locked_(set); /* the scratch is no longer needed */
 	return true;
 }

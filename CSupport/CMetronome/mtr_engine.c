@@ -41,64 +41,6 @@ mtr_engine_config_init(mtr_engine_config *config)
 	config->late_threshold_ns = MTR_DEFAULT_LATE_THRESHOLD_NS;
 }
 
-/* Moves a clock's timerfd to @target_ns (absolute), or disarms it for
- * INT64_MAX. Failure means a bad descriptor or argument: our bug. */
-static void
-mtr_clock_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
-{
-	struct itimerspec spec;
-	int flags = TFD_TIMER_ABSTIME;
-
-	memset(&spec, 0, sizeof(spec));
-	if (target_ns != INT64_MAX) {
-		/* it_value 0 would disarm; a past deadline must still fire. */
-		if (target_ns < 1)
-			target_ns = 1;
-		spec.it_value.tv_sec = target_ns / MTR_NS_PER_S;
-		spec.it_value.tv_nsec = target_ns % MTR_NS_PER_S;
-	}
-	if (state->set.clock == MTR_CLOCK_REALTIME)
-		flags |= TFD_TIMER_CANCEL_ON_SET;
-	while (timerfd_settime(state->fd, flags, &spec, NULL) != 0) {
-		if (errno != EINTR) {
-			fprintf(stderr, "CMetronome: timerfd_settime: %s\n",
-			    strerror(errno));
-			abort();
-		}
-	}
-	state->armed_ns = target_ns;
-}
-
-int64_t
-mtr_engine_wake_target_(const mtr_engine *engine, int64_t due_ns,
-    int64_t deadline_ns)
-{
-	/*
-	 * Waking exactly at the latest acceptable time would land every
-	 * batch's first timer outside its window by the wake-up latency, so
-	 * a timer with leeway wakes a margin early (see MTR_WAKE_MARGIN_MAX_NS).
-	 * Every stab point moves by the same rule, so wake-ups stay at the
-	 * optimum for windows shortened by their margin.
-	 */
-	int64_t margin_ns = (due_ns - deadline_ns) / 4;
-	if (margin_ns > MTR_WAKE_MARGIN_MAX_NS)
-		margin_ns = MTR_WAKE_MARGIN_MAX_NS;
-	return due_ns - margin_ns - engine->config.spin_ns;
-}
-
-void
-mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock)
-{
-	struct mtr_clock_state *state = &engine->clocks[clock];
-	const struct mtr_heap_entry *top = mtr_timerset_top_locked_(&state->set);
-	int64_t target_ns = top ? mtr_engine_wake_target_(engine,
-	    top->due_ns, engine->timers[top->timer].deadline_ns) : INT64_MAX;
-
-	/* Skip the syscall when the timerfd already expires then. */
-	if (target_ns != state->armed_ns)
-		mtr_clock_set_fd_locked_(state, target_ns);
-}
-
 /* Tells the core it is in a spin-wait loop: a cheaper, friendlier spin. */
 static inline void
 mtr_spin_hint_(void)
@@ -164,7 +106,7 @@ mtr_engine_commit_locked_(mtr_engine *engine, mtr_clock_id clock,
 		timer->deadline_ns = next_ns;
 		timer->sequence = tick->sequence + 1;
 		/* Cannot fail: the entry's removal left room. */
-		(void)mtr_timer_schedule_locked_(engine, index, clock,
+		(void)mtr_queue_add_locked_(engine, index, clock,
 		    next_ns + leeway_ns);
 	}
 
@@ -190,7 +132,7 @@ mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 
 	while (!engine->stopping) {
 		const struct mtr_heap_entry *top =
-		    mtr_timerset_top_locked_(&state->set);
+		    mtr_timerset_top_locked_(&state->set, engine->timers);
 		const struct mtr_heap_entry *queued =
 		    mtr_batch_next_locked_(batch, engine->timers);
 		*now_ns = mtr_clock_read_(clock);
@@ -277,7 +219,7 @@ mtr_engine_fire_due_locked_(mtr_engine *engine, struct mtr_clock_state *state)
 			pthread_cond_broadcast(&engine->callback_done);
 	}
 	state->firing = false;
-	mtr_engine_rearm_locked_(engine, clock);
+	mtr_queue_rearm_locked_(engine, clock);
 }
 
 static void
@@ -640,7 +582,7 @@ mtr_engine_request_stop_locked_(mtr_engine *engine)
 	if (!engine->stopping) {
 		/* An expired timerfd stays readable, so this wake-up is never
 		 * lost whatever the loop is doing. */
-		mtr_clock_set_fd_locked_(&engine->clocks[MTR_CLOCK_MONOTONIC],
+		mtr_queue_set_fd_locked_(&engine->clocks[MTR_CLOCK_MONOTONIC],
 		    1);
 		engine->stopping = true;
 	}
@@ -750,7 +692,7 @@ mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock)
 		engine->counters.clock_steps++;
 		/* Expire the timerfd now: the firing thread fires what is due
 		 * and re-arms for the rest. */
-		mtr_clock_set_fd_locked_(&engine->clocks[clock], 1);
+		mtr_queue_set_fd_locked_(&engine->clocks[clock], 1);
 	}
 	pthread_mutex_unlock(&engine->lock);
 	return rc;

@@ -31,23 +31,33 @@ struct event_base;
 #define MTR_IN_BATCH (UINT32_C(3) << MTR_SLOT_INDEX_BITS)
 
 /*
- * One timer: 40 bytes. The latest acceptable firing time lives in the heap
- * entry, so leeway costs nothing here (leeway = due - deadline). A free slot
- * reuses heap_slot as the free-list link; generation is odd while the slot is
- * allocated and even while free, so a stale id never matches. A slot whose
- * generation would wrap is retired instead of reused (mtr_timer.c).
+ * One timer: 48 bytes. A free slot reuses heap_slot as the free-list link;
+ * generation is odd while the slot is allocated and even while free, so a
+ * stale id never matches. A slot whose generation would wrap is retired
+ * instead of reused (mtr_timer.c).
+ *
+ * due_ns is the timer's key. A reschedule to a later key records it here
+ * and leaves the heap entry where it is (mtr_timer.c): the entry's key then
+ * lags, due_ns differs from it, and whoever meets the entry first at the
+ * heap top or in a batch take gives it the recorded key (mtr_entry_rekey_).
+ * Every arm sets sequence to 0, so while the key lags its room holds the
+ * arm order that the new key carries.
  */
 struct mtr_timer {
 	void *context;
 	int64_t deadline_ns; /* the window opens: the current deadline */
+	int64_t due_ns;      /* the window closes: deadline + leeway */
 	int64_t period_ns;   /* 0 for a one-shot */
-	uint64_t sequence;   /* index of deadline_ns on the schedule */
+	union {
+		uint64_t sequence;    /* index of deadline_ns on the schedule */
+		uint32_t rekey_order; /* while the heap key lags */
+	};
 	uint32_t heap_slot;  /* clock and heap index, or MTR_NOT_ARMED */
 	uint32_t generation;
 };
 
 /* Fetches a timer for writing ahead of use: both of its cache lines, since
- * a 40-byte slot often straddles two. */
+ * a 48-byte slot often straddles two. */
 static inline void
 mtr_timer_prefetch_(const struct mtr_timer *timer)
 {
@@ -57,7 +67,9 @@ mtr_timer_prefetch_(const struct mtr_timer *timer)
 
 /* A heap entry carries its key, so sifting touches only the heap array. */
 struct mtr_heap_entry {
-	int64_t due_ns;  /* deadline + leeway: the latest acceptable firing */
+	/* deadline + leeway: the latest acceptable firing; no later than its
+	 * timer's due_ns, which a later reschedule moves on alone */
+	int64_t due_ns;
 	uint32_t timer;  /* slot index */
 	uint32_t order;  /* arm order: equal keys fire first-armed first */
 };
@@ -71,6 +83,23 @@ mtr_entry_before_(const struct mtr_heap_entry *a, const struct mtr_heap_entry *b
 	/* Wrapping comparison: right while every armed order lies within
 	 * 2^31 of the next, which renumbering keeps true (mtr_timer.c). */
 	return (int32_t)(a->order - b->order) < 0;
+}
+
+/*
+ * Gives @entry the key its timer recorded when rescheduled later, if the
+ * entry's key lags; returns whether it did. The new key is later than the
+ * old one, so a heap entry can only need to move down.
+ */
+static inline bool
+mtr_entry_rekey_(struct mtr_heap_entry *entry, struct mtr_timer *timers)
+{
+	struct mtr_timer *timer = &timers[entry->timer];
+	if (timer->due_ns == entry->due_ns)
+		return false;
+	entry->due_ns = timer->due_ns;
+	entry->order = timer->rekey_order;
+	timer->sequence = 0;
+	return true;
 }
 
 /*
@@ -181,8 +210,11 @@ int mtr_timerset_push_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order);
 void mtr_timerset_erase_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index);
+void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t heap_index, int64_t due_ns,
+    uint32_t order);
 const struct mtr_heap_entry *mtr_timerset_top_locked_(
-    const struct mtr_timerset *set);
+    struct mtr_timerset *set, struct mtr_timer *timers);
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
     int64_t now_ns, uint32_t limit);
 void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
@@ -220,9 +252,6 @@ mtr_slot_index_(uint32_t slot)
 #define MTR_WAKE_MARGIN_MAX_NS 1000000
 
 /* mtr_engine.c */
-void mtr_engine_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
-int64_t mtr_engine_wake_target_(const mtr_engine *engine,
-    int64_t due_ns, int64_t deadline_ns);
 void mtr_engine_drop_timers_(mtr_engine *engine);
 bool mtr_engine_release_hold_locked_(mtr_engine *engine);
 void mtr_engine_free_(mtr_engine *engine);
@@ -237,10 +266,23 @@ mtr_engine_interrupt_spin_locked_(mtr_engine *engine, mtr_clock_id clock)
 		    memory_order_relaxed);
 }
 
-/* mtr_timer.c */
-void mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer);
-int mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
+/* Arm order is renumbered when it reaches this: from then on, orders span
+ * at most 2^30 (every armed timer) + 2^30 (arms until the next renumber). */
+#define MTR_ORDER_RENUMBER_AT (UINT32_C(1) << 30)
+
+/* mtr_queue.c: each clock's timer set and timerfd, and the arm order; for
+ * timer operations and the firing loop alike, with the engine lock held. */
+uint32_t mtr_queue_next_order_locked_(mtr_engine *engine);
+int mtr_queue_add_locked_(mtr_engine *engine, uint32_t index,
     mtr_clock_id clock, int64_t due_ns);
+void mtr_queue_move_locked_(mtr_engine *engine, struct mtr_timer *timer,
+    mtr_clock_id clock, int64_t due_ns);
+void mtr_queue_remove_locked_(mtr_engine *engine, struct mtr_timer *timer);
+void mtr_queue_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
+void mtr_queue_set_fd_locked_(struct mtr_clock_state *state,
+    int64_t target_ns);
+
+/* mtr_timer.c */
 void mtr_timer_array_free_(mtr_engine *engine);
 size_t mtr_timer_array_bytes_(const mtr_engine *engine);
 

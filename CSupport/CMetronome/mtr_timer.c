@@ -1,8 +1,8 @@
 /*
  * Timers: create, arm, cancel, destroy, and the cancel guarantee.
  *
- * Every request takes the engine lock and edits the timer set directly;
- * nothing waits for the firing thread. The firing thread decides under the
+ * Every request takes the engine lock and edits its clock's queue directly
+ * (mtr_queue.c); nothing waits for the firing thread. The firing thread decides under the
  * same lock which callback to run and records it in engine->running before
  * unlocking, so once cancel returns no new callback can start: the only
  * callback that may still run is one already committed (and cancel_sync
@@ -10,9 +10,8 @@
  * destroy is refused instead of touching a reused slot.
  *
  * Nothing here wraps within a process's life. A slot that has spent its
- * 2^31 generations is retired, never reused (40 bytes, after 2^31 reuses).
- * Arm order is renumbered, keeping its sequence, before it spans 2^31, so
- * the wrapping comparison of mtr_entry_before_ stays right for ever.
+ * 2^31 generations is retired, never reused (48 bytes, after 2^31 reuses);
+ * arm order is renumbered before it wraps (mtr_queue.c).
  *
  * Memory follows the load: the timer array gives back its free tail when
  * no more than a quarter of it is in use (mtr_timer_shrink_locked_), and
@@ -25,9 +24,6 @@
 #include <string.h>
 
 #define MTR_TIMERS_MIN 64
-/* Arm order is renumbered when it reaches this: from then on, orders span
- * at most 2^30 (every armed timer) + 2^30 (arms until the next renumber). */
-#define MTR_ORDER_RENUMBER_AT (UINT32_C(1) << 30)
 
 static inline mtr_timer_id
 mtr_timer_id_make_(uint32_t index, uint32_t generation)
@@ -137,58 +133,6 @@ mtr_timer_array_bytes_(const mtr_engine *engine)
 	return (size_t)engine->timer_capacity * sizeof(*engine->timers);
 }
 
-/* Orders arm order in its wrapping sense: as offsets from @base. */
-static int
-mtr_order_compare_(const void *a, const void *b, void *base)
-{
-	uint32_t x = **(uint32_t *const *)a - *(uint32_t *)base;
-	uint32_t y = **(uint32_t *const *)b - *(uint32_t *)base;
-	return (x > y) - (x < y);
-}
-
-/*
- * Gives every entry (heaps and batch) a new arm order, 0, 1, ... in its
- * current sequence. The heaps and the batch depend on relative order only,
- * so both stay valid without moving an entry.
- */
-static int
-mtr_timer_renumber_locked_(mtr_engine *engine)
-{
-	size_t total = engine->batch.count;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		total += engine->clocks[c].set.count;
-	uint32_t **orders = malloc((total + 1) * sizeof(*orders));
-	if (orders == NULL)
-		return ENOMEM;
-	uint32_t n = 0;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_timerset *set = &engine->clocks[c].set;
-		for (uint32_t i = 0; i < set->count; i++)
-			orders[n++] = &set->entries[i].order;
-	}
-	for (uint32_t i = 0; i < engine->batch.count; i++)
-		orders[n++] = &engine->batch.entries[i].order;
-	/* Every order lies within 2^31 before the next one. */
-	uint32_t base = engine->next_order - (UINT32_C(1) << 31);
-	qsort_r(orders, n, sizeof(*orders), mtr_order_compare_, &base);
-	for (uint32_t i = 0; i < n; i++)
-		*orders[i] = i;
-	engine->next_order = n;
-	free(orders);
-	return 0;
-}
-
-/* The next arm order; renumbers first when the span nears 2^31. Should
- * the renumbering find no memory, it is tried again at the next arm, with
- * 2^31 - 2^30 arms to go before order could go wrong. */
-static uint32_t
-mtr_timer_next_order_locked_(mtr_engine *engine)
-{
-	if (engine->next_order >= MTR_ORDER_RENUMBER_AT)
-		(void)mtr_timer_renumber_locked_(engine);
-	return engine->next_order++;
-}
-
 int
 mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 {
@@ -224,46 +168,6 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 	return rc;
 }
 
-void
-mtr_timer_disarm_locked_(mtr_engine *engine, struct mtr_timer *timer)
-{
-	if (timer->heap_slot == MTR_NOT_ARMED)
-		return;
-	if (timer->heap_slot == MTR_IN_BATCH) {
-		/* The batch skips an entry whose timer left it. */
-		timer->heap_slot = MTR_NOT_ARMED;
-		engine->batch.live--;
-		return;
-	}
-	/* The timerfd is left as it is: an early wake-up finds nothing due
-	 * and re-arms, which is cheaper than a syscall on every cancel. */
-	mtr_clock_id clock = mtr_slot_clock_(timer->heap_slot);
-	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
-	if (heap_index == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	mtr_timerset_erase_locked_(&engine->clocks[clock].set, engine->timers,
-	    heap_index);
-}
-
-int
-mtr_timer_schedule_locked_(mtr_engine *engine, uint32_t index,
-    mtr_clock_id clock, int64_t due_ns)
-{
-	struct mtr_clock_state *state = &engine->clocks[clock];
-	int rc = mtr_timerset_push_locked_(&state->set, engine->timers, index,
-	    due_ns, mtr_timer_next_order_locked_(engine));
-	if (rc != 0)
-		return rc;
-	if (mtr_slot_index_(engine->timers[index].heap_slot) == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	/* Only a new earliest wake-up needs the timerfd moved; in a batch the
-	 * firing thread re-arms when the batch ends. */
-	if (!state->firing && mtr_engine_wake_target_(engine, due_ns,
-	    engine->timers[index].deadline_ns) < state->armed_ns)
-		mtr_engine_rearm_locked_(engine, clock);
-	return 0;
-}
-
 static int
 mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
     int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns)
@@ -279,12 +183,18 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	if (timer != NULL && engine->stopping) {
 		rc = ESHUTDOWN;
 	} else if (timer != NULL) {
-		mtr_timer_disarm_locked_(engine, timer);
 		timer->deadline_ns = deadline_ns;
 		timer->period_ns = period_ns;
-		timer->sequence = 0;
-		rc = mtr_timer_schedule_locked_(engine, (uint32_t)id, clock,
-		    deadline_ns + leeway_ns);
+		if (mtr_slot_clock_(timer->heap_slot) == clock) {
+			mtr_queue_move_locked_(engine, timer, clock,
+			    deadline_ns + leeway_ns);
+			rc = 0;
+		} else {
+			mtr_queue_remove_locked_(engine, timer);
+			timer->sequence = 0;
+			rc = mtr_queue_add_locked_(engine, (uint32_t)id,
+			    clock, deadline_ns + leeway_ns);
+		}
 	}
 	pthread_mutex_unlock(&engine->lock);
 	return rc;
@@ -315,7 +225,7 @@ mtr_timer_cancel_locked_(mtr_engine *engine, mtr_timer_id id)
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
 	if (timer == NULL)
 		return EINVAL;
-	mtr_timer_disarm_locked_(engine, timer);
+	mtr_queue_remove_locked_(engine, timer);
 	return 0;
 }
 
@@ -363,7 +273,7 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 	pthread_mutex_lock(&engine->lock);
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
 	if (timer != NULL) {
-		mtr_timer_disarm_locked_(engine, timer);
+		mtr_queue_remove_locked_(engine, timer);
 		if (engine->running == id) {
 			/* The firing thread holds the context for the running
 			 * callback and releases it when that returns. */
@@ -413,7 +323,7 @@ mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
 			engine->next_order += (uint32_t)step;
 			arms -= step;
 			if (arms > 0) {
-				(void)mtr_timer_next_order_locked_(engine);
+				(void)mtr_queue_next_order_locked_(engine);
 				arms--;
 			}
 		}

@@ -21,11 +21,16 @@
  * in O(n); the firing loop then drains the batch in sequence.
  *
  * Each timer stores its heap index (heap_slot), making cancel O(log n), as
- * libevent's min_heap_erase_ does with min_heap_idx.
+ * libevent's min_heap_erase_ does with min_heap_idx. A reschedule to a
+ * later key is O(1): the entry keeps its old key, which is no later than
+ * the new one, so it still surfaces in time, and is re-keyed when it does
+ * (mtr_timerset_top_locked_, mtr_batch.c). Idle timeouts pushed later on
+ * every request then cost one sift per timeout that surfaces, not one per
+ * request.
  *
  * Coalescing (the rule lives here and in the firing loop, mtr_engine.c):
  * the timerfd is armed at the smallest key (less a wake-up margin, see
- * mtr_engine_wake_target_), and each wake-up pops in key order
+ * mtr_queue_wake_target_), and each wake-up pops in key order
  * while the top's window has opened. For a fixed set of windows, each
  * shortened at its end by the wake-up margin, this wakes at exactly the
  * points of the greedy minimum interval stabbing, the optimum for those
@@ -180,33 +185,59 @@ mtr_timerset_push_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
 	return 0;
 }
 
+/* Puts @entry at @index, in a heap that is in order around it. @entry may
+ * belong above @index or below it, never both, so one of the two sifts is a
+ * no-op. */
+static void
+mtr_heap_settle_(struct mtr_timerset *set, struct mtr_timer *timers,
+    uint32_t index, struct mtr_heap_entry entry)
+{
+	if (index > 0 && mtr_entry_before_(&entry,
+	    &set->entries[(index - 1) / MTR_ARITY]))
+		mtr_heap_sift_up_(set, timers, index, entry);
+	else
+		mtr_heap_sift_down_(set, timers, index, entry);
+}
+
 void
 mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
     uint32_t index)
 {
 	timers[set->entries[index].timer].heap_slot = MTR_NOT_ARMED;
 	struct mtr_heap_entry last = set->entries[--set->count];
-	if (index == set->count) {
-		mtr_timerset_shrink_locked_(set);
-		return;
-	}
-	/*
-	 * The last entry moves into the hole. It can belong above the hole
-	 * (it came from another subtree) or below it, never both, so one of
-	 * the two sifts is a no-op.
-	 */
-	if (index > 0 && mtr_entry_before_(&last,
-	    &set->entries[(index - 1) / MTR_ARITY]))
-		mtr_heap_sift_up_(set, timers, index, last);
-	else
-		mtr_heap_sift_down_(set, timers, index, last);
+	/* The last entry moves into the hole; it came from another subtree. */
+	if (index < set->count)
+		mtr_heap_settle_(set, timers, index, last);
 	mtr_timerset_shrink_locked_(set);
 }
 
-const struct mtr_heap_entry *
-mtr_timerset_top_locked_(const struct mtr_timerset *set)
+/* Gives the entry at @index a new key, earlier or later, in place. */
+void
+mtr_timerset_rekey_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
+    uint32_t index, int64_t due_ns, uint32_t order)
 {
-	return set->count ? &set->entries[0] : NULL;
+	struct mtr_heap_entry entry = {
+		due_ns, set->entries[index].timer, order };
+	mtr_heap_settle_(set, timers, index, entry);
+}
+
+/*
+ * The entry that fires first. Entries whose key lags (their timer was
+ * rescheduled later) are re-keyed as they reach the top, until the top's
+ * key is current: every other entry's key is then no earlier than the
+ * top's, and the key it lags is later still, so the top is the first of
+ * the current keys. A lagging key is never armed for nor fired.
+ */
+const struct mtr_heap_entry *
+mtr_timerset_top_locked_(struct mtr_timerset *set, struct mtr_timer *timers)
+{
+	while (set->count > 0) {
+		struct mtr_heap_entry top = set->entries[0];
+		if (!mtr_entry_rekey_(&top, timers))
+			return &set->entries[0];
+		mtr_heap_sift_down_(set, timers, 0, top);
+	}
+	return NULL;
 }
 
 uint32_t

@@ -87,7 +87,7 @@ typedef enum __attribute__((enum_extensibility(closed))) mtr_engine_setting {
 
 typedef struct mtr_engine_config {
 	/* Required: the callback of every timer of this engine. One function
-	 * per engine keeps a timer at 40 bytes; dispatch on the context. */
+	 * per engine keeps a timer at 48 bytes; dispatch on the context. */
 	mtr_fire_fn _Nullable on_fire;
 	/* Optional: releases a timer's context exactly once. */
 	mtr_release_fn _Nullable on_release;

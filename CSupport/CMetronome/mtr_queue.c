@@ -1,0 +1,228 @@
+/*
+ * The queues: for each clock, its armed timers (the timer set) and its
+ * timerfd, kept at their earliest wake-up; and the arm order all clocks
+ * share. Timer operations (mtr_timer.c) and the firing loop (mtr_engine.c)
+ * both arm through here, and this file calls only downward: into the timer
+ * set, the batch and the kernel.
+ *
+ * Arm order is renumbered, keeping its sequence, before it spans 2^31, so
+ * the wrapping comparison of mtr_entry_before_ stays right for ever.
+ *
+ * The timerfd moves only for a new earliest wake-up. A timer leaving the
+ * top (cancelled, or moved later) leaves it where it is: the early wake-up
+ * finds nothing due and re-arms, which is cheaper than a syscall on every
+ * cancel and reschedule.
+ */
+#include "mtr_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+
+/* Moves a clock's timerfd to @target_ns (absolute), or disarms it for
+ * INT64_MAX. Failure means a bad descriptor or argument: our bug. */
+void
+mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
+{
+	struct itimerspec spec;
+	int flags = TFD_TIMER_ABSTIME;
+
+	memset(&spec, 0, sizeof(spec));
+	if (target_ns != INT64_MAX) {
+		/* it_value 0 would disarm; a past deadline must still fire. */
+		if (target_ns < 1)
+			target_ns = 1;
+		spec.it_value.tv_sec = target_ns / MTR_NS_PER_S;
+		spec.it_value.tv_nsec = target_ns % MTR_NS_PER_S;
+	}
+	if (state->set.clock == MTR_CLOCK_REALTIME)
+		flags |= TFD_TIMER_CANCEL_ON_SET;
+	while (timerfd_settime(state->fd, flags, &spec, NULL) != 0) {
+		if (errno != EINTR) {
+			fprintf(stderr, "CMetronome: timerfd_settime: %s\n",
+			    strerror(errno));
+			abort();
+		}
+	}
+	state->armed_ns = target_ns;
+}
+
+static int64_t
+mtr_queue_wake_target_(const mtr_engine *engine, int64_t due_ns,
+    int64_t deadline_ns)
+{
+	/*
+	 * Waking exactly at the latest acceptable time would land every
+	 * batch's first timer outside its window by the wake-up latency, so
+	 * a timer with leeway wakes a margin early (see MTR_WAKE_MARGIN_MAX_NS).
+	 * Every stab point moves by the same rule, so wake-ups stay at the
+	 * optimum for windows shortened by their margin.
+	 */
+	int64_t margin_ns = (due_ns - deadline_ns) / 4;
+	if (margin_ns > MTR_WAKE_MARGIN_MAX_NS)
+		margin_ns = MTR_WAKE_MARGIN_MAX_NS;
+	return due_ns - margin_ns - engine->config.spin_ns;
+}
+
+void
+mtr_queue_rearm_locked_(mtr_engine *engine, mtr_clock_id clock)
+{
+	struct mtr_clock_state *state = &engine->clocks[clock];
+	const struct mtr_heap_entry *top = mtr_timerset_top_locked_(&state->set,
+	    engine->timers);
+	int64_t target_ns = top ? mtr_queue_wake_target_(engine,
+	    top->due_ns, engine->timers[top->timer].deadline_ns) : INT64_MAX;
+
+	/* Skip the syscall when the timerfd already expires then. */
+	if (target_ns != state->armed_ns)
+		mtr_queue_set_fd_locked_(state, target_ns);
+}
+
+/* Orders arm order in its wrapping sense: as offsets from @base. */
+static int
+mtr_order_compare_(const void *a, const void *b, void *base)
+{
+	uint32_t x = **(uint32_t *const *)a - *(uint32_t *)base;
+	uint32_t y = **(uint32_t *const *)b - *(uint32_t *)base;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Gives every entry (heaps and batch), and every order recorded for a
+ * lagging key, a new arm order, 0, 1, ... in its current sequence. The
+ * heaps and the batch depend on relative order only, so both stay valid
+ * without moving an entry.
+ */
+static int
+mtr_queue_renumber_locked_(mtr_engine *engine)
+{
+	/* Each heap entry may add its timer's recorded order. */
+	size_t total = engine->batch.count;
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
+		total += 2 * (size_t)engine->clocks[c].set.count;
+	uint32_t **orders = malloc((total + 1) * sizeof(*orders));
+	if (orders == NULL)
+		return ENOMEM;
+	uint32_t n = 0;
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		struct mtr_timerset *set = &engine->clocks[c].set;
+		for (uint32_t i = 0; i < set->count; i++) {
+			struct mtr_heap_entry *entry = &set->entries[i];
+			struct mtr_timer *timer = &engine->timers[entry->timer];
+			orders[n++] = &entry->order;
+			/* A lagging key's recorded order keeps its place too. */
+			if (timer->due_ns != entry->due_ns)
+				orders[n++] = &timer->rekey_order;
+		}
+	}
+	for (uint32_t i = 0; i < engine->batch.count; i++)
+		orders[n++] = &engine->batch.entries[i].order;
+	/* Every order lies within 2^31 before the next one. */
+	uint32_t base = engine->next_order - (UINT32_C(1) << 31);
+	qsort_r(orders, n, sizeof(*orders), mtr_order_compare_, &base);
+	for (uint32_t i = 0; i < n; i++)
+		*orders[i] = i;
+	engine->next_order = n;
+	free(orders);
+	return 0;
+}
+
+/* The next arm order; renumbers first when the span nears 2^31. Should
+ * the renumbering find no memory, it is tried again at the next arm, with
+ * 2^31 - 2^30 arms to go before order could go wrong. */
+uint32_t
+mtr_queue_next_order_locked_(mtr_engine *engine)
+{
+	if (engine->next_order >= MTR_ORDER_RENUMBER_AT)
+		(void)mtr_queue_renumber_locked_(engine);
+	return engine->next_order++;
+}
+
+/* Takes a timer out of its clock's set or out of the batch, if in one. */
+void
+mtr_queue_remove_locked_(mtr_engine *engine, struct mtr_timer *timer)
+{
+	if (timer->heap_slot == MTR_NOT_ARMED)
+		return;
+	if (timer->heap_slot == MTR_IN_BATCH) {
+		/* The batch skips an entry whose timer left it. */
+		timer->heap_slot = MTR_NOT_ARMED;
+		engine->batch.live--;
+		return;
+	}
+	mtr_clock_id clock = mtr_slot_clock_(timer->heap_slot);
+	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
+	if (heap_index == 0)
+		mtr_engine_interrupt_spin_locked_(engine, clock);
+	mtr_timerset_erase_locked_(&engine->clocks[clock].set, engine->timers,
+	    heap_index);
+}
+
+/* After a timer's key came in earlier, or the timer was armed: a new top
+ * ends a spin, and only a new earliest wake-up needs the timerfd moved; in
+ * a batch the firing thread re-arms when the batch ends. */
+static void
+mtr_queue_keyed_earlier_locked_(mtr_engine *engine, mtr_clock_id clock,
+    const struct mtr_timer *timer)
+{
+	struct mtr_clock_state *state = &engine->clocks[clock];
+	if (mtr_slot_index_(timer->heap_slot) == 0)
+		mtr_engine_interrupt_spin_locked_(engine, clock);
+	if (!state->firing && mtr_queue_wake_target_(engine, timer->due_ns,
+	    timer->deadline_ns) < state->armed_ns)
+		mtr_queue_rearm_locked_(engine, clock);
+}
+
+/* Puts a timer that is in no set into @clock's, with a new arm order. */
+int
+mtr_queue_add_locked_(mtr_engine *engine, uint32_t index,
+    mtr_clock_id clock, int64_t due_ns)
+{
+	struct mtr_timer *timer = &engine->timers[index];
+	int rc = mtr_timerset_push_locked_(&engine->clocks[clock].set,
+	    engine->timers, index, due_ns, mtr_queue_next_order_locked_(engine));
+	if (rc != 0)
+		return rc;
+	timer->due_ns = due_ns;
+	mtr_queue_keyed_earlier_locked_(engine, clock, timer);
+	return 0;
+}
+
+/*
+ * Gives a timer that is in its clock's heap a new key, with the arm order
+ * it takes now, so equal keys still fire in the order they were armed.
+ *
+ * A later key is only recorded, in O(1): the heap entry keeps its old key,
+ * which surfaces no later than the new one would, and is re-keyed then
+ * (mtr_timerset_top_locked_, mtr_batch_take_locked_). The timer's own key
+ * bounds its entry's, so a key later than the timer's is known to be later
+ * without reading the entry. The timerfd stays armed for the old key: that
+ * wake-up finds nothing due and re-arms, as after a cancel, once per
+ * surfacing rather than once per reschedule. A key no later than the
+ * entry's moves the entry in place.
+ */
+void
+mtr_queue_move_locked_(mtr_engine *engine, struct mtr_timer *timer,
+    mtr_clock_id clock, int64_t due_ns)
+{
+	struct mtr_timerset *set = &engine->clocks[clock].set;
+	uint32_t order = mtr_queue_next_order_locked_(engine);
+	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
+	bool later = due_ns > timer->due_ns ||
+	    due_ns > set->entries[heap_index].due_ns;
+
+	timer->due_ns = due_ns;
+	if (heap_index == 0)
+		mtr_engine_interrupt_spin_locked_(engine, clock);
+	if (later) {
+		timer->rekey_order = order;
+		return;
+	}
+	timer->sequence = 0;
+	mtr_timerset_rekey_locked_(set, engine->timers, heap_index, due_ns,
+	    order);
+	mtr_queue_keyed_earlier_locked_(engine, clock, timer);
+}
+
