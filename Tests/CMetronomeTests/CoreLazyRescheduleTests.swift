@@ -37,8 +37,8 @@ extension CoreContractTests {
             // Each timer's last deadline, or nil once cancelled.
             let finals = Monitor([Int64?](repeating: nil, count: probes.count))
             let pushUntil = start + Self.horizon / 2 + 20 * Time.ms
-            let workers = (0..<threads).map { thread in
-                TestThread {
+            let workers = try (0..<threads).map { thread in
+                try PosixThread.spawn {
                     let mine = probes[(thread * perThread)..<((thread + 1) * perThread)]
                     var generator = SeededGenerator(seed: UInt64(thread) &+ 0x5EED)
                     var last = [Int64](repeating: 0, count: perThread)
