@@ -168,34 +168,54 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 	return rc;
 }
 
+/* Checks what every arm call is given; EINVAL or EOVERFLOW, else 0. */
 static int
-mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
-    int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns)
+mtr_timer_schedule_check_(mtr_clock_id clock, int64_t deadline_ns,
+    int64_t leeway_ns)
 {
 	if (!mtr_clock_valid_(clock) || deadline_ns < 0 || leeway_ns < 0)
 		return EINVAL;
 	if (deadline_ns > INT64_MAX - leeway_ns)
 		return EOVERFLOW;
+	return 0;
+}
 
-	int rc = EINVAL;
+/* Replaces the schedule of @timer, slot @index: a move within its clock's
+ * heap when it is there, else a remove and an add. */
+static int
+mtr_timer_arm_locked_(mtr_engine *engine, struct mtr_timer *timer,
+    uint32_t index, mtr_clock_id clock, int64_t deadline_ns,
+    int64_t period_ns, int64_t leeway_ns)
+{
+	timer->deadline_ns = deadline_ns;
+	timer->period_ns = period_ns;
+	if (mtr_slot_clock_(timer->heap_slot) == clock) {
+		mtr_queue_move_locked_(engine, timer, clock,
+		    deadline_ns + leeway_ns);
+		return 0;
+	}
+	mtr_queue_remove_locked_(engine, timer);
+	timer->sequence = 0;
+	return mtr_queue_add_locked_(engine, index, clock,
+	    deadline_ns + leeway_ns);
+}
+
+static int
+mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
+    int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns)
+{
+	int rc = mtr_timer_schedule_check_(clock, deadline_ns, leeway_ns);
+	if (rc != 0)
+		return rc;
+
+	rc = EINVAL;
 	pthread_mutex_lock(&engine->lock);
 	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
-	if (timer != NULL && engine->stopping) {
+	if (timer != NULL && engine->stopping)
 		rc = ESHUTDOWN;
-	} else if (timer != NULL) {
-		timer->deadline_ns = deadline_ns;
-		timer->period_ns = period_ns;
-		if (mtr_slot_clock_(timer->heap_slot) == clock) {
-			mtr_queue_move_locked_(engine, timer, clock,
-			    deadline_ns + leeway_ns);
-			rc = 0;
-		} else {
-			mtr_queue_remove_locked_(engine, timer);
-			timer->sequence = 0;
-			rc = mtr_queue_add_locked_(engine, (uint32_t)id,
-			    clock, deadline_ns + leeway_ns);
-		}
-	}
+	else if (timer != NULL)
+		rc = mtr_timer_arm_locked_(engine, timer, (uint32_t)id, clock,
+		    deadline_ns, period_ns, leeway_ns);
 	pthread_mutex_unlock(&engine->lock);
 	return rc;
 }
@@ -216,6 +236,43 @@ mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
 		return EINVAL;
 	return mtr_timer_arm_(engine, timer, clock, start_ns, period_ns,
 	    leeway_ns);
+}
+
+int
+mtr_timer_move(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
+    int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
+    mtr_timer_id *out_timer)
+{
+	int rc = mtr_timer_schedule_check_(clock, deadline_ns, leeway_ns);
+	if (rc == 0 && (period_ns < 0 || (period_ns > 0 && leeway_ns > period_ns)))
+		rc = EINVAL;
+	if (rc != 0)
+		return rc;
+
+	rc = EINVAL;
+	pthread_mutex_lock(&engine->lock);
+	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
+	if (timer != NULL && engine->stopping) {
+		rc = ESHUTDOWN;
+	} else if (timer != NULL && timer->generation > UINT32_MAX - 2) {
+		/* The next name would wrap onto the slot's first ones. */
+		rc = ERANGE;
+	} else if (timer != NULL) {
+		rc = mtr_timer_arm_locked_(engine, timer, (uint32_t)id, clock,
+		    deadline_ns, period_ns, leeway_ns);
+		if (rc == 0) {
+			/* Still odd: allocated. A callback already begun keeps
+			 * the old name, and so does engine->running until a
+			 * destroy of the new one must find it running. */
+			timer->generation += 2;
+			*out_timer = mtr_timer_id_make_((uint32_t)id,
+			    timer->generation);
+			if (engine->running == id)
+				engine->running = *out_timer;
+		}
+	}
+	pthread_mutex_unlock(&engine->lock);
+	return rc;
 }
 
 /* Disarms the timer an id names; EINVAL for a stale id. */

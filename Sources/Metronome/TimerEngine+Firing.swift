@@ -33,6 +33,19 @@ extension TimerEngine: TimerFiring {
         }
     }
 
+    /// The later deadlines of idle timeouts take the core's O(1) path this way. Ids spent
+    /// (`ERANGE`) leave the timer to arm anew.
+    func move(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) -> UInt64? {
+        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_move") }
+        var moved: mtr_timer_id = 0
+        let code = mtr_timer_move(
+            raw, arming, clock.coreClock, schedule.deadlineNanoseconds, schedule.periodNanoseconds ?? 0,
+            schedule.leewayNanoseconds, &moved)
+        if code == ERANGE { return nil }
+        try coreCall("mtr_timer_move") { code }
+        return moved
+    }
+
     /// Retires the C timer; the engine releases its receiver once no callback of it runs.
     /// The id is always one this engine handed out, so the only answer is 0.
     func disarm(_ arming: UInt64) {

@@ -159,7 +159,11 @@ extension CoreContractTests {
                 !engine.log.wait(timeoutNs: 10 * period) { log in
                     log.firings.contains { $0.probe == b.index && $0.startNs > returned.returnedNs }
                 }, "B fired after A cancelled it")
-            #expect(b.fires.load(ordering: .acquiring) >= 5)
+            // B was live until then: its deadline 9 ms in passed before A's, and an earlier
+            // key fires first, so B fired for it, in a tick of its own or merged into a late
+            // one (a count of firings would depend on how late the machine ran).
+            let reached = engine.firings.filter { $0.probe == b.index }.map(\.sequence).max()
+            #expect((reached ?? 0) >= 8, "B did not fire up to A's deadline")
             engine.destroy()
             engine.expectAllReleasedOnce()
         }

@@ -253,6 +253,14 @@ final class Probe: @unchecked Sendable {
         mtr_timer_arm_repeating(engine.handle, id, clock, start, period, leeway)
     }
 
+    /// Moves the timer with `mtr_timer_move` and, on success, names it by its new id.
+    func move(at deadline: Int64, period: Int64 = 0, leeway: Int64 = 0) -> Int32 {
+        var moved: mtr_timer_id = 0
+        let rc = mtr_timer_move(engine.handle, id, .MTR_CLOCK_MONOTONIC, deadline, period, leeway, &moved)
+        if rc == 0 { id = moved }
+        return rc
+    }
+
     func cancel() -> Int32 { mtr_timer_cancel(engine.handle, id) }
     func cancelSync() -> Int32 { mtr_timer_cancel_sync(engine.handle, id) }
     func destroy() -> Int32 { mtr_timer_destroy(engine.handle, id) }

@@ -282,6 +282,29 @@ int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
     int64_t leeway_ns);
 
 /**
+ * mtr_timer_move - re-arm a timer under a new id
+ * @timer: the timer; stale once this succeeds
+ * @period_ns: 0 for a one-shot, else > 0 as in mtr_timer_arm_repeating()
+ * @out_timer: receives the timer's new id, only on success
+ *
+ * Re-arms as mtr_timer_arm_once() or mtr_timer_arm_repeating() do, a later
+ * deadline in O(1), and gives the timer a new id: every callback of the new
+ * schedule carries it, while a callback the firing thread had already begun
+ * for the old schedule carries the old one. An owner that records the new id
+ * before this returns can so tell the two apart without creating a timer.
+ * Destroy and cancel_sync treat a running callback of either id as the
+ * timer's.
+ *
+ * Context: any thread, including the timer's own callback.
+ * Return: 0; what the arm calls return; ERANGE when the timer's ids are
+ * spent (after 2^31 moves and reuses of its slot): destroy it and create
+ * another.
+ */
+int mtr_timer_move(mtr_engine *engine, mtr_timer_id timer, mtr_clock_id clock,
+    int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
+    mtr_timer_id *out_timer);
+
+/**
  * mtr_timer_cancel - disarm a timer without waiting
  *
  * Once this returns no new callback of the timer starts; a callback the

@@ -2,8 +2,9 @@
 
 /// The shell around ``TimerStateMachine``: decides under the lock, acts outside it.
 ///
-/// Backends, handlers and C calls never run with the lock held: a handler may call back
-/// into its timer, and `cancelAndWait` waits for handlers that take the same lock.
+/// Backends, handlers and C calls never run with the lock held (but for the engine's
+/// in-place move, see `reschedule`): a handler may call back into its timer, and
+/// `cancelAndWait` waits for handlers that take the same lock.
 /// Nothing an arming hands out keeps the ``SafeDispatchTimer`` alive, so a dropped timer is
 /// cancelled by its deinit rather than kept alive by its own schedule.
 // Unchecked only because its superclass cannot be checked: every stored property is a
@@ -158,20 +159,37 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
     /// current leeway, under the lock; `nil` rejects the move.
     func reschedule(_ makeSchedule: (_ leewayNanoseconds: Int64) -> TimerSchedule?) -> Bool {
-        let action = self.storage.withLockedValue { storage in
+        let outcome = self.storage.withLockedValue { storage -> Rescheduled in
             let leeway: Int64
             switch storage.machine.state {
             case .running(let current, _, _), .suspended(let current): leeway = current.leewayNanoseconds
-            case .idle, .cancelled: return TimerStateMachine.RescheduleAction.reject
+            case .idle, .cancelled: return .decided(.reject)
             }
-            guard let schedule = makeSchedule(leeway) else { return .reject }
-            return storage.machine.reschedule(schedule)
+            guard let schedule = makeSchedule(leeway) else { return .decided(.reject) }
+            let action = storage.machine.reschedule(schedule)
+            // The one call into a backend under this lock: an engine moves its C timer in
+            // place, and its new id is recorded before any firing can look for it, with
+            // no transition between. It takes only the engine's lock, which no one holds
+            // while waiting for a handler. Anything else arms anew, outside the lock.
+            guard case .arm(let arm) = action, let previous = arm.disarming,
+                let moved = (try? self.firing.move(previous, arm.schedule, clock: self.clock)) ?? nil
+            else { return .decided(action) }
+            _ = storage.machine.armed(generation: arm.generation, arming: moved)
+            return .movedInPlace
         }
-        switch action {
-        case .arm(let arm): return self.accepted(arm)
-        case .keepSuspended: return true
-        case .reject: return false
+        switch outcome {
+        case .movedInPlace, .decided(.keepSuspended): return true
+        case .decided(.arm(let arm)): return self.accepted(arm)
+        case .decided(.reject): return false
         }
+    }
+
+    /// How a reschedule went under the lock.
+    private enum Rescheduled {
+        /// The backend moved the running arming to the new schedule in place.
+        case movedInPlace
+        /// What the machine decided, still to be carried out.
+        case decided(TimerStateMachine.RescheduleAction)
     }
 
     func suspend() -> Bool {

@@ -25,11 +25,24 @@ protocol TimerFiring: AnyObject, Sendable {
     /// Stops an arming's firings, started or not, and releases it. Never waits for a
     /// running firing.
     func disarm(_ arming: UInt64)
+
+    /// Re-arms a started arming for `schedule` under a new id, which every firing of the
+    /// new schedule carries, while one already under way carries the old; the old id is
+    /// then spent. Never waits for a running firing.
+    ///
+    /// - Returns: The new id; `nil` when this seam cannot move an arming, and the timer
+    ///   disarms it and arms anew.
+    /// - Throws: Why the seam refused; the arming keeps its old schedule.
+    func move(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) -> UInt64?
 }
 
 extension TimerFiring {
     func now(_ clock: TimerClock) -> Int64 {
         clock.now().nanoseconds
+    }
+
+    func move(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) -> UInt64? {
+        nil
     }
 }
 
