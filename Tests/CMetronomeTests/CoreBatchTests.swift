@@ -48,10 +48,18 @@ extension CoreContractTests {
         /// early, in nondecreasing deadline order, with `armed` back to zero.
         @Test(.timeLimit(.minutes(1)))
         func aBurstDrainsOnceEachInDeadlineOrder() throws {
-            let engine = try Engine(expectedTimers: Self.burst + 1)
+            // Held before the burst is armed, not by a gate due just before it: a firing
+            // thread that woke late would take the first deadlines one by one.
+            let (engine, probes, release) = try Self.heldEngine()
             var generator = SplitMix64(seed: 0xB0857)
-            let probes = try engine.makeTimers(Self.burst)
-            let (_, deadlines) = try Self.armBurst(probes, engine: engine, generator: &generator)
+            let window = 2 * Time.ms
+            let base = Time.monotonic() + Time.ms
+            let deadlines = probes.map { _ in base + Int64.random(in: 1..<window, using: &generator) }
+            for (probe, deadline) in zip(probes, deadlines) {
+                try #require(probe.armOnce(at: deadline) == 0)
+            }
+            while Time.monotonic() < base + window { Time.sleep(Time.ms) }
+            release.open()
 
             #expect(engine.waitFirings(Self.burst + 1))
             #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > Self.burst + 1 })
