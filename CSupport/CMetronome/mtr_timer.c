@@ -168,12 +168,14 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 	return rc;
 }
 
-/* Checks what every arm call is given; EINVAL or EOVERFLOW, else 0. */
+/* Checks what every arm call is given, @period_ns 0 for a one-shot; EINVAL
+ * or EOVERFLOW, else 0. */
 static int
 mtr_timer_schedule_check_(mtr_clock_id clock, int64_t deadline_ns,
-    int64_t leeway_ns)
+    int64_t period_ns, int64_t leeway_ns)
 {
-	if (!mtr_clock_valid_(clock) || deadline_ns < 0 || leeway_ns < 0)
+	if (!mtr_clock_valid_(clock) || deadline_ns < 0 || leeway_ns < 0 ||
+	    period_ns < 0 || (period_ns > 0 && leeway_ns > period_ns))
 		return EINVAL;
 	if (deadline_ns > INT64_MAX - leeway_ns)
 		return EOVERFLOW;
@@ -204,7 +206,8 @@ static int
 mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
     int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns)
 {
-	int rc = mtr_timer_schedule_check_(clock, deadline_ns, leeway_ns);
+	int rc = mtr_timer_schedule_check_(clock, deadline_ns, period_ns,
+	    leeway_ns);
 	if (rc != 0)
 		return rc;
 
@@ -232,7 +235,7 @@ mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t start_ns, int64_t period_ns,
     int64_t leeway_ns)
 {
-	if (period_ns <= 0 || leeway_ns > period_ns)
+	if (period_ns <= 0)
 		return EINVAL;
 	return mtr_timer_arm_(engine, timer, clock, start_ns, period_ns,
 	    leeway_ns);
@@ -243,9 +246,8 @@ mtr_timer_move(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
     int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
     mtr_timer_id *out_timer)
 {
-	int rc = mtr_timer_schedule_check_(clock, deadline_ns, leeway_ns);
-	if (rc == 0 && (period_ns < 0 || (period_ns > 0 && leeway_ns > period_ns)))
-		rc = EINVAL;
+	int rc = mtr_timer_schedule_check_(clock, deadline_ns, period_ns,
+	    leeway_ns);
 	if (rc != 0)
 		return rc;
 

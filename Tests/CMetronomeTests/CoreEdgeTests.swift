@@ -12,7 +12,7 @@ extension CoreContractTests {
         // MARK: Shutdown racing other threads
 
         enum Operation: String, CaseIterable, Sendable {
-            case cancel, cancelSync, rearm, destroy
+            case cancel, cancelSync, rearm, move, destroy
         }
 
         /// SCHED_IDLE, which Glibc's Swift overlay does not name: the thread runs only when
@@ -27,6 +27,7 @@ extension CoreContractTests {
             case .cancel: probe.cancel()
             case .cancelSync: probe.cancelSync()
             case .rearm: probe.armOnce(at: deadline)
+            case .move: probe.move(at: deadline)
             case .destroy: probe.destroy()
             }
         }

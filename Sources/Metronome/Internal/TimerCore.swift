@@ -211,24 +211,27 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     func cancelAndWait() {
         _ = self.cancel()
         guard !CurrentHandler.isRunning(for: self) else { return }
-        let semaphore = DispatchSemaphore(value: 0)
-        guard self.wait(.blocked(semaphore)) else { return }
-        semaphore.wait()
+        self.waitForHandlers { () -> (HandlerWaiter, DispatchSemaphore) in
+            let semaphore = DispatchSemaphore(value: 0)
+            return (.blocked(semaphore), semaphore)
+        }?.wait()
     }
 
     func cancelAndAwaitHandlers() async {
         _ = self.cancel()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if !self.wait(.suspended(continuation)) { continuation.resume() }
+            if self.waitForHandlers({ (.suspended(continuation), ()) }) == nil { continuation.resume() }
         }
     }
 
-    /// Queues `waiter` for the running handlers; `false` when none runs.
-    private func wait(_ waiter: HandlerWaiter) -> Bool {
+    /// Queues the waiter `makeWaiter` builds, and returns what comes with it, only while a
+    /// handler runs; `nil` when none does, and nothing is made.
+    private func waitForHandlers<Wait>(_ makeWaiter: () -> (HandlerWaiter, Wait)) -> Wait? {
         self.storage.withLockedValue { storage in
-            guard storage.handlersRunning > 0 else { return false }
+            guard storage.handlersRunning > 0 else { return nil }
+            let (waiter, wait) = makeWaiter()
             storage.handlerWaiters.append(waiter)
-            return true
+            return wait
         }
     }
 
