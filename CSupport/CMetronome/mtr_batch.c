@@ -15,7 +15,7 @@
  *
  * A taken timer's heap_slot reads MTR_IN_BATCH. Cancel, re-arm and destroy
  * change it, and the batch skips every entry whose timer no longer reads
- * MTR_IN_BATCH, so the cancel guarantee is decided under the engine lock
+ * MTR_IN_BATCH, so the cancel guarantee is decided under the shard's lock
  * exactly as for the heap.
  */
 #include "mtr_internal.h"
@@ -39,7 +39,7 @@
  * The sort key: the due, then the arm order, as offsets from bases chosen so
  * that only bits that can vary are sorted on. Every due entry lies between
  * the heap's smallest key and now. Every armed order lies within 2^31 before
- * the engine's next one (the premise of mtr_entry_before_'s wrapping
+ * the shard's next one (the premise of mtr_entry_before_'s wrapping
  * comparison), so order - (next - 2^31) ranks them in 31 bits.
  */
 #define MTR_ORDER_BITS 31

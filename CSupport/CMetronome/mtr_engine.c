@@ -1,5 +1,6 @@
 /*
- * The engine: its event_base, its firing thread and one timerfd per clock.
+ * The engine: its event_base, its firing thread, and its shards, each with
+ * one timerfd per clock.
  *
  * The firing thread sleeps in libevent (epoll) on the timerfds. A timerfd,
  * unlike an epoll_wait or nanosleep timeout, is not stretched by the
@@ -56,35 +57,35 @@ mtr_spin_hint_(void)
 
 /*
  * Spins, unlocked, until @clock reads @deadline_ns, or until the clock's
- * set changes at its top or the engine stops (mtr_engine_interrupt_spin_
+ * set changes at its top or the engine stops (mtr_shard_interrupt_spin_
  * locked_): the timer spun for may be gone, or an earlier one may be due.
  */
 static void
-mtr_engine_spin_until_locked_(mtr_engine *engine, mtr_clock_id clock,
+mtr_shard_spin_until_locked_(struct mtr_shard *shard, mtr_clock_id clock,
     int64_t deadline_ns)
 {
-	uint32_t epoch = atomic_load_explicit(&engine->spin_epoch,
+	uint32_t epoch = atomic_load_explicit(&shard->spin_epoch,
 	    memory_order_relaxed);
-	engine->spinning_clock = (int)clock;
-	pthread_mutex_unlock(&engine->lock);
+	shard->spinning_clock = (int)clock;
+	pthread_mutex_unlock(&shard->lock);
 	while (mtr_clock_read_(clock) < deadline_ns &&
-	    atomic_load_explicit(&engine->spin_epoch, memory_order_relaxed) ==
+	    atomic_load_explicit(&shard->spin_epoch, memory_order_relaxed) ==
 	    epoch)
 		mtr_spin_hint_();
-	pthread_mutex_lock(&engine->lock);
-	engine->spinning_clock = -1;
+	pthread_mutex_lock(&shard->lock);
+	shard->spinning_clock = -1;
 }
 
 /* Computes the tick of @entry, already out of the set; a repeating timer
  * goes back in at its next deadline before its callback runs, so the
  * callback can cancel or re-arm it like any other thread. */
 static void
-mtr_engine_commit_locked_(mtr_engine *engine, mtr_clock_id clock,
+mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
     struct mtr_heap_entry entry, int64_t now_ns, mtr_tick *tick)
 {
 	uint32_t index = entry.timer;
 	int64_t due_ns = entry.due_ns;
-	struct mtr_timer *timer = &engine->timers[index];
+	struct mtr_timer *timer = &shard->timers[index];
 	int64_t missed = 0;
 
 	/* A firing stands for the latest deadline that has passed and
@@ -96,7 +97,7 @@ mtr_engine_commit_locked_(mtr_engine *engine, mtr_clock_id clock,
 	tick->fired_ns = now_ns;
 	tick->missed = (uint64_t)missed;
 	tick->sequence = timer->sequence + (uint64_t)missed;
-	tick->timer = ((uint64_t)timer->generation << 32) | index;
+	tick->timer = mtr_timer_id_make_(shard, index, timer->generation);
 	tick->clock = clock;
 
 	int64_t next_ns;
@@ -106,15 +107,15 @@ mtr_engine_commit_locked_(mtr_engine *engine, mtr_clock_id clock,
 		timer->deadline_ns = next_ns;
 		timer->sequence = tick->sequence + 1;
 		/* Cannot fail: the entry's removal left room. */
-		(void)mtr_queue_add_locked_(engine, index, clock,
+		(void)mtr_queue_add_locked_(shard, index, clock,
 		    next_ns + leeway_ns);
 	}
 
-	engine->counters.fired++;
-	engine->counters.missed_periods += tick->missed;
+	shard->counters.fired++;
+	shard->counters.missed_periods += tick->missed;
 	/* Late is measured from the earliest deadline this firing covers. */
-	if (now_ns - due_ns > engine->config.late_threshold_ns)
-		engine->counters.late++;
+	if (now_ns - due_ns > shard->engine->config.late_threshold_ns)
+		shard->counters.late++;
 }
 
 /*
@@ -124,37 +125,37 @@ mtr_engine_commit_locked_(mtr_engine *engine, mtr_clock_id clock,
  * Returns false when nothing is due; the engine may have unlocked to spin.
  */
 static bool
-mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
+mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
     struct mtr_heap_entry *out, int64_t *now_ns)
 {
-	struct mtr_batch *batch = &engine->batch;
+	struct mtr_batch *batch = &shard->batch;
 	mtr_clock_id clock = state->set.clock;
 
-	while (!engine->stopping) {
+	while (!shard->stopping) {
 		const struct mtr_heap_entry *top =
-		    mtr_timerset_top_locked_(&state->set, engine->timers);
+		    mtr_timerset_top_locked_(&state->set, shard->timers);
 		const struct mtr_heap_entry *queued =
-		    mtr_batch_next_locked_(batch, engine->timers);
+		    mtr_batch_next_locked_(batch, shard->timers);
 		*now_ns = mtr_clock_read_(clock);
 
 		if (top != NULL && (queued == NULL ||
 		    mtr_entry_before_(top, queued))) {
 			int64_t deadline_ns =
-			    engine->timers[top->timer].deadline_ns;
+			    shard->timers[top->timer].deadline_ns;
 			if (deadline_ns <= *now_ns) {
 				if (queued == NULL && mtr_batch_take_locked_(
-				    batch, &state->set, engine->timers, *now_ns,
-				    engine->next_order))
+				    batch, &state->set, shard->timers, *now_ns,
+				    shard->next_order))
 					continue;
 				*out = *top;
 				mtr_timerset_erase_locked_(&state->set,
-				    engine->timers, 0);
+				    shard->timers, 0);
 				return true;
 			}
 			if (queued == NULL) {
-				if (deadline_ns - *now_ns > engine->config.spin_ns)
+				if (deadline_ns - *now_ns > shard->engine->config.spin_ns)
 					return false;
-				mtr_engine_spin_until_locked_(engine, clock,
+				mtr_shard_spin_until_locked_(shard, clock,
 				    deadline_ns);
 				continue; /* the set may have changed meanwhile */
 			}
@@ -162,10 +163,10 @@ mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 		if (queued == NULL)
 			return false;
 		*out = *queued;
-		engine->timers[queued->timer].heap_slot = MTR_NOT_ARMED;
+		shard->timers[queued->timer].heap_slot = MTR_NOT_ARMED;
 		batch->next++;
 		batch->live--;
-		engine->counters.batched++;
+		shard->counters.batched++;
 		return true;
 	}
 	return false;
@@ -173,23 +174,23 @@ mtr_engine_next_locked_(mtr_engine *engine, struct mtr_clock_state *state,
 
 /* Releases a context with the lock dropped: a release may call the engine. */
 static void
-mtr_engine_release_locked_(mtr_engine *engine, void *context)
+mtr_shard_release_locked_(struct mtr_shard *shard, void *context)
 {
-	if (engine->config.on_release == NULL)
+	if (shard->engine->config.on_release == NULL)
 		return;
-	pthread_mutex_unlock(&engine->lock);
-	engine->config.on_release(context);
-	pthread_mutex_lock(&engine->lock);
+	pthread_mutex_unlock(&shard->lock);
+	shard->engine->config.on_release(context);
+	pthread_mutex_lock(&shard->lock);
 }
 
 /*
  * One wake-up: fire, in key order, every timer whose window has opened.
- * Each callback runs unlocked; engine->running names it meanwhile so that
+ * Each callback runs unlocked; shard->running names it meanwhile so that
  * cancel_sync can wait for it and destroy can hand its context release to
  * this thread.
  */
 static void
-mtr_engine_fire_due_locked_(mtr_engine *engine, struct mtr_clock_state *state)
+mtr_shard_fire_due_locked_(struct mtr_shard *shard, struct mtr_clock_state *state)
 {
 	mtr_clock_id clock = state->set.clock;
 	uint64_t fired_this_wakeup = 0;
@@ -198,35 +199,35 @@ mtr_engine_fire_due_locked_(mtr_engine *engine, struct mtr_clock_state *state)
 
 	state->firing = true;
 	state->armed_ns = INT64_MAX; /* it has expired */
-	while (mtr_engine_next_locked_(engine, state, &entry, &now_ns)) {
+	while (mtr_shard_next_locked_(shard, state, &entry, &now_ns)) {
 		mtr_tick tick;
-		mtr_engine_commit_locked_(engine, clock, entry, now_ns, &tick);
+		mtr_shard_commit_locked_(shard, clock, entry, now_ns, &tick);
 		if (fired_this_wakeup++ > 0)
-			engine->counters.coalesced++;
-		void *context = engine->timers[entry.timer].context;
-		engine->running = tick.timer;
+			shard->counters.coalesced++;
+		void *context = shard->timers[entry.timer].context;
+		shard->running = tick.timer;
 
-		pthread_mutex_unlock(&engine->lock);
-		engine->config.on_fire(context, &tick);
-		pthread_mutex_lock(&engine->lock);
+		pthread_mutex_unlock(&shard->lock);
+		shard->engine->config.on_fire(context, &tick);
+		pthread_mutex_lock(&shard->lock);
 
-		engine->running = 0;
-		if (engine->release_running) {
-			engine->release_running = false;
-			mtr_engine_release_locked_(engine, context);
+		shard->running = 0;
+		if (shard->release_running) {
+			shard->release_running = false;
+			mtr_shard_release_locked_(shard, context);
 		}
-		if (engine->sync_waiters > 0)
-			pthread_cond_broadcast(&engine->callback_done);
+		if (shard->sync_waiters > 0)
+			pthread_cond_broadcast(&shard->callback_done);
 	}
 	state->firing = false;
-	mtr_queue_rearm_locked_(engine, clock);
+	mtr_queue_rearm_locked_(shard, clock);
 }
 
 static void
 mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtr_clock_state *state = arg;
-	mtr_engine *engine = state->engine;
+	struct mtr_shard *shard = state->shard;
 	uint64_t expirations;
 	ssize_t n;
 
@@ -243,36 +244,36 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 		n = sizeof(expirations);
 	}
 
-	pthread_mutex_lock(&engine->lock);
+	pthread_mutex_lock(&shard->lock);
 	if (n == (ssize_t)sizeof(expirations)) {
-		engine->counters.wakeups++;
+		shard->counters.wakeups++;
 	} else if (n < 0 && errno == ECANCELED) {
 		/* The wall clock was set: re-evaluate every wall timer. */
-		engine->counters.clock_steps++;
+		shard->counters.clock_steps++;
 	} else if (n < 0 && errno != EAGAIN) {
 		fprintf(stderr, "CMetronome: timerfd read: %s\n",
 		    strerror(errno));
 		abort();
 	}
-	mtr_engine_fire_due_locked_(engine, state);
-	pthread_mutex_unlock(&engine->lock);
+	mtr_shard_fire_due_locked_(shard, state);
+	pthread_mutex_unlock(&shard->lock);
 }
 
 /* Takes every timer out of every set at once, so that a cancel or destroy
  * racing the drop finds its timer in no set. */
 static void
-mtr_engine_disarm_all_locked_(mtr_engine *engine)
+mtr_shard_disarm_all_locked_(struct mtr_shard *shard)
 {
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_timerset *set = &engine->clocks[c].set;
+		struct mtr_timerset *set = &shard->clocks[c].set;
 		for (uint32_t i = 0; i < set->count; i++)
-			engine->timers[set->entries[i].timer].heap_slot =
+			shard->timers[set->entries[i].timer].heap_slot =
 			    MTR_NOT_ARMED;
 		set->count = 0;
 	}
-	struct mtr_batch *batch = &engine->batch;
+	struct mtr_batch *batch = &shard->batch;
 	for (uint32_t i = batch->next; i < batch->count; i++) {
-		struct mtr_timer *timer = &engine->timers[batch->entries[i].timer];
+		struct mtr_timer *timer = &shard->timers[batch->entries[i].timer];
 		if (timer->heap_slot == MTR_IN_BATCH)
 			timer->heap_slot = MTR_NOT_ARMED;
 	}
@@ -282,36 +283,60 @@ mtr_engine_disarm_all_locked_(mtr_engine *engine)
 /*
  * Retires every timer and releases each context once; the firing thread
  * does it on its way out, when no callback can be running. Each timer is
- * retired under the lock before its context is released unlocked, so a
- * concurrent destroy either retires it first (and releases it itself) or
- * finds its id stale. Idempotent.
+ * retired under its shard's lock before its context is released unlocked,
+ * so a concurrent destroy either retires it first (and releases it itself)
+ * or finds its id stale. Idempotent.
  */
-void
-mtr_engine_drop_timers_(mtr_engine *engine)
+static void
+mtr_shard_drop_timers_(struct mtr_shard *shard)
 {
-	pthread_mutex_lock(&engine->lock);
-	mtr_engine_disarm_all_locked_(engine);
-	if (engine->release_running) {
+	pthread_mutex_lock(&shard->lock);
+	mtr_shard_disarm_all_locked_(shard);
+	if (shard->release_running) {
 		/* Only in a forked child: the parent's firing thread was to
 		 * release it when the callback returned. */
-		engine->release_running = false;
-		mtr_engine_release_locked_(engine, engine->released_context);
+		shard->release_running = false;
+		mtr_shard_release_locked_(shard, shard->released_context);
 	}
-	for (uint32_t index = 0; index < engine->timer_high_water; index++) {
-		struct mtr_timer *timer = &engine->timers[index];
+	for (uint32_t index = 0; index < shard->timer_high_water; index++) {
+		struct mtr_timer *timer = &shard->timers[index];
 		if ((timer->generation & 1) == 0)
 			continue;
 		void *context = timer->context;
 		timer->context = NULL;
 		timer->generation++;
-		engine->counters.timers--;
-		mtr_engine_release_locked_(engine, context);
+		shard->counters.timers--;
+		mtr_shard_release_locked_(shard, context);
 	}
 	/* Every id is stale from now on, so the memory can go. */
-	mtr_timer_array_free_(engine);
+	mtr_timer_array_free_(shard);
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		mtr_timerset_free_(&engine->clocks[c].set);
-	pthread_mutex_unlock(&engine->lock);
+		mtr_timerset_free_(&shard->clocks[c].set);
+	pthread_mutex_unlock(&shard->lock);
+}
+
+void
+mtr_engine_drop_timers_(mtr_engine *engine)
+{
+	for (uint32_t s = 0; s < engine->shard_count; s++)
+		mtr_shard_drop_timers_(&engine->shards[s]);
+}
+
+static void
+mtr_shard_free_(struct mtr_shard *shard, bool free_events)
+{
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		struct mtr_clock_state *state = &shard->clocks[c];
+		if (state->event != NULL && free_events)
+			event_free(state->event);
+		if (state->fd >= 0)
+			close(state->fd);
+		mtr_timerset_free_(&state->set);
+	}
+	mtr_timer_array_free_(shard);
+	mtr_batch_free_(&shard->batch);
+	pthread_cond_destroy(&shard->callback_done);
+	pthread_mutex_destroy(&shard->lock);
 }
 
 void
@@ -324,19 +349,12 @@ mtr_engine_free_(mtr_engine *engine)
 	 * fail, the base is left as it is (its descriptors close on exec). */
 	bool free_base = engine->base != NULL &&
 	    (!engine->inherited || event_reinit(engine->base) == 0);
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_clock_state *state = &engine->clocks[c];
-		if (state->event != NULL && free_base)
-			event_free(state->event);
-		if (state->fd >= 0)
-			close(state->fd);
-		mtr_timerset_free_(&state->set);
-	}
+	for (uint32_t s = 0; s < engine->shard_count; s++)
+		mtr_shard_free_(&engine->shards[s], free_base);
 	if (free_base)
 		event_base_free(engine->base);
-	mtr_timer_array_free_(engine);
-	mtr_batch_free_(&engine->batch);
-	pthread_cond_destroy(&engine->callback_done);
+	free(engine->shards);
+	pthread_cond_destroy(&engine->thread_done);
 	pthread_mutex_destroy(&engine->lock);
 	free(engine);
 }
@@ -344,9 +362,10 @@ mtr_engine_free_(mtr_engine *engine)
 /* Lets go of a hold; returns whether the caller must now free the engine:
  * it was destroyed and nobody else can touch it any more. */
 bool
-mtr_engine_release_hold_locked_(mtr_engine *engine)
+mtr_engine_release_hold_(mtr_engine *engine)
 {
-	return --engine->holds == 0 && engine->free_requested;
+	return atomic_fetch_sub(&engine->holds, 1) == 1 &&
+	    atomic_load(&engine->free_requested);
 }
 
 static bool
@@ -374,9 +393,9 @@ mtr_engine_thread_(void *arg)
 	if (detach) {
 		engine->join_claimed = true;
 		engine->joined = true;
-		pthread_cond_broadcast(&engine->callback_done);
+		pthread_cond_broadcast(&engine->thread_done);
 	}
-	bool free_now = mtr_engine_release_hold_locked_(engine);
+	bool free_now = mtr_engine_release_hold_(engine);
 	pthread_mutex_unlock(&engine->lock);
 	if (detach)
 		pthread_detach(pthread_self());
@@ -412,11 +431,16 @@ mtr_engine_open_base_(mtr_engine *engine)
 	int reserved[MTR_BASE_DESCRIPTORS];
 	int rc;
 	/* The timerfds first: they fail cleanly when descriptors run out. */
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		engine->clocks[c].fd = timerfd_create(
-		    mtr_clock_posix_((mtr_clock_id)c), TFD_NONBLOCK | TFD_CLOEXEC);
-		if (engine->clocks[c].fd < 0)
-			return errno;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+			struct mtr_clock_state *state =
+			    &engine->shards[s].clocks[c];
+			state->fd = timerfd_create(
+			    mtr_clock_posix_((mtr_clock_id)c),
+			    TFD_NONBLOCK | TFD_CLOEXEC);
+			if (state->fd < 0)
+				return errno;
+		}
 	}
 
 	struct event_config *config = event_config_new();
@@ -443,13 +467,17 @@ mtr_engine_open_base_(mtr_engine *engine)
 	event_config_free(config);
 	if (engine->base == NULL)
 		return rc == EMFILE || rc == ENFILE ? rc : ENOMEM;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_clock_state *state = &engine->clocks[c];
-		state->event = event_new(engine->base, state->fd,
-		    EV_READ | EV_PERSIST | EV_ET, mtr_engine_on_timerfd_,
-		    state);
-		if (state->event == NULL || event_add(state->event, NULL) != 0)
-			return ENOMEM;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+			struct mtr_clock_state *state =
+			    &engine->shards[s].clocks[c];
+			state->event = event_new(engine->base, state->fd,
+			    EV_READ | EV_PERSIST | EV_ET,
+			    mtr_engine_on_timerfd_, state);
+			if (state->event == NULL ||
+			    event_add(state->event, NULL) != 0)
+				return ENOMEM;
+		}
 	}
 	return 0;
 }
@@ -521,8 +549,40 @@ mtr_engine_config_check(const mtr_engine_config *config,
 		bad = MTR_SETTING_SPIN;
 	else if (config->late_threshold_ns < 0)
 		bad = MTR_SETTING_LATE_THRESHOLD;
+	else if (config->shards > MTR_SHARDS_MAX)
+		bad = MTR_SETTING_SHARDS;
 	*out_setting = bad;
 	return bad == MTR_SETTING_NONE ? 0 : EINVAL;
+}
+
+/* Adaptive: a waiter spins a little before it sleeps. A shard's lock is
+ * held for tens of nanoseconds, so a second thread arming in it at once
+ * would otherwise pay a futex sleep and wake-up per operation (two
+ * threads' add+cancel: 0.22x one thread's rate with a plain mutex,
+ * 0.5-0.67x with this one; metronome scale on 2 cores). */
+static void
+mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index)
+{
+	memset(shard, 0, sizeof(*shard));
+	pthread_mutexattr_t lock_attributes;
+	pthread_mutexattr_init(&lock_attributes);
+	pthread_mutexattr_settype(&lock_attributes, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&shard->lock, &lock_attributes);
+	pthread_mutexattr_destroy(&lock_attributes);
+	pthread_cond_init(&shard->callback_done, NULL);
+	shard->engine = engine;
+	bool sharded = engine->shard_count > 1;
+	shard->id_base = sharded ? index << MTR_SHARD_SHIFT : 0;
+	shard->max_timers = sharded ? UINT32_C(1) << MTR_SHARD_SHIFT :
+	    MTR_MAX_TIMERS;
+	shard->free_head = MTR_NOT_ARMED;
+	shard->spinning_clock = -1;
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		shard->clocks[c].fd = -1;
+		shard->clocks[c].shard = shard;
+		shard->clocks[c].armed_ns = INT64_MAX;
+		mtr_timerset_init_(&shard->clocks[c].set, (mtr_clock_id)c);
+	}
 }
 
 int
@@ -534,30 +594,23 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	mtr_engine *engine = calloc(1, sizeof(*engine));
 	if (engine == NULL)
 		return ENOMEM;
+	uint32_t count = config->shards > 1 ? config->shards : 1;
+	engine->shards = aligned_alloc(_Alignof(struct mtr_shard),
+	    count * sizeof(*engine->shards));
+	if (engine->shards == NULL) {
+		free(engine);
+		return ENOMEM;
+	}
+	engine->shard_count = count;
 	engine->config = *config;
 	if (engine->config.late_threshold_ns == 0)
 		engine->config.late_threshold_ns =
 		    MTR_DEFAULT_LATE_THRESHOLD_NS;
-	engine->free_head = MTR_NOT_ARMED;
-	engine->spinning_clock = -1;
 	engine->holds = 1; /* the firing thread's */
-	/* Adaptive: a waiter spins a little before it sleeps. The lock is
-	 * held for tens of nanoseconds, so a second thread arming at once
-	 * would otherwise pay a futex sleep and wake-up per operation (two
-	 * threads' add+cancel: 0.22x one thread's rate with a plain mutex,
-	 * 0.5-0.67x with this one; metronome scale on 2 cores). */
-	pthread_mutexattr_t lock_attributes;
-	pthread_mutexattr_init(&lock_attributes);
-	pthread_mutexattr_settype(&lock_attributes, PTHREAD_MUTEX_ADAPTIVE_NP);
-	pthread_mutex_init(&engine->lock, &lock_attributes);
-	pthread_mutexattr_destroy(&lock_attributes);
-	pthread_cond_init(&engine->callback_done, NULL);
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		engine->clocks[c].fd = -1;
-		engine->clocks[c].engine = engine;
-		engine->clocks[c].armed_ns = INT64_MAX;
-		mtr_timerset_init_(&engine->clocks[c].set, (mtr_clock_id)c);
-	}
+	pthread_mutex_init(&engine->lock, NULL);
+	pthread_cond_init(&engine->thread_done, NULL);
+	for (uint32_t s = 0; s < count; s++)
+		mtr_shard_init_(&engine->shards[s], engine, s);
 	mtr_fork_register_(engine);
 
 	int rc = mtr_engine_open_base_(engine);
@@ -574,21 +627,27 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	return 0;
 }
 
-/* Asks the firing thread to leave its loop. Returns whether the caller is
- * that thread. */
+/* Asks the firing thread to leave its loop, and every shard to refuse
+ * what would arm. Returns whether the caller is the firing thread. */
 static bool
 mtr_engine_request_stop_locked_(mtr_engine *engine)
 {
-	if (!engine->stopping) {
+	bool first = !engine->stopping;
+	engine->stopping = true;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		struct mtr_shard *shard = &engine->shards[s];
+		pthread_mutex_lock(&shard->lock);
 		/* An expired timerfd stays readable, so this wake-up is never
 		 * lost whatever the loop is doing. */
-		mtr_queue_set_fd_locked_(&engine->clocks[MTR_CLOCK_MONOTONIC],
-		    1);
-		engine->stopping = true;
+		if (first && s == 0)
+			mtr_queue_set_fd_locked_(
+			    &shard->clocks[MTR_CLOCK_MONOTONIC], 1);
+		shard->stopping = true;
+		if (shard->spinning_clock >= 0)
+			mtr_shard_interrupt_spin_locked_(shard,
+			    (mtr_clock_id)shard->spinning_clock);
+		pthread_mutex_unlock(&shard->lock);
 	}
-	if (engine->spinning_clock >= 0)
-		mtr_engine_interrupt_spin_locked_(engine,
-		    (mtr_clock_id)engine->spinning_clock);
 	return pthread_equal(pthread_self(), engine->thread);
 }
 
@@ -599,8 +658,7 @@ mtr_engine_join_locked_(mtr_engine *engine)
 {
 	if (engine->join_claimed) {
 		while (!engine->joined)
-			pthread_cond_wait(&engine->callback_done,
-			    &engine->lock);
+			pthread_cond_wait(&engine->thread_done, &engine->lock);
 		return;
 	}
 	engine->join_claimed = true;
@@ -608,7 +666,7 @@ mtr_engine_join_locked_(mtr_engine *engine)
 	pthread_join(engine->thread, NULL);
 	pthread_mutex_lock(&engine->lock);
 	engine->joined = true;
-	pthread_cond_broadcast(&engine->callback_done);
+	pthread_cond_broadcast(&engine->thread_done);
 }
 
 /*
@@ -621,7 +679,8 @@ static void
 mtr_engine_shut_(mtr_engine *engine, bool free_it)
 {
 	pthread_mutex_lock(&engine->lock);
-	engine->free_requested |= free_it;
+	if (free_it)
+		atomic_store(&engine->free_requested, true);
 	if (engine->inherited) {
 		pthread_mutex_unlock(&engine->lock);
 		mtr_engine_drop_timers_(engine);
@@ -633,9 +692,9 @@ mtr_engine_shut_(mtr_engine *engine, bool free_it)
 		pthread_mutex_unlock(&engine->lock);
 		return;
 	}
-	engine->holds++;
+	atomic_fetch_add(&engine->holds, 1);
 	mtr_engine_join_locked_(engine);
-	bool free_now = mtr_engine_release_hold_locked_(engine);
+	bool free_now = mtr_engine_release_hold_(engine);
 	pthread_mutex_unlock(&engine->lock);
 	if (free_now)
 		mtr_engine_free_(engine);
@@ -654,21 +713,33 @@ mtr_engine_destroy(mtr_engine *engine)
 		mtr_engine_shut_(engine, true);
 }
 
+/* Sums every shard's counters, each a snapshot under its lock. */
 int
 mtr_engine_get_counters(mtr_engine *engine, mtr_counters *out_counters)
 {
-	pthread_mutex_lock(&engine->lock);
-	*out_counters = engine->counters;
-	out_counters->armed = 0;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		out_counters->armed += engine->clocks[c].set.count;
-	out_counters->armed += engine->batch.live;
-	out_counters->memory_bytes = mtr_timer_array_bytes_(engine) +
-	    (size_t)engine->batch.count * sizeof(*engine->batch.entries);
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		out_counters->memory_bytes +=
-		    mtr_timerset_bytes_(&engine->clocks[c].set);
-	pthread_mutex_unlock(&engine->lock);
+	memset(out_counters, 0, sizeof(*out_counters));
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		struct mtr_shard *shard = &engine->shards[s];
+		pthread_mutex_lock(&shard->lock);
+		const mtr_counters *c = &shard->counters;
+		out_counters->wakeups += c->wakeups;
+		out_counters->fired += c->fired;
+		out_counters->late += c->late;
+		out_counters->missed_periods += c->missed_periods;
+		out_counters->coalesced += c->coalesced;
+		out_counters->clock_steps += c->clock_steps;
+		out_counters->timers += c->timers;
+		out_counters->batched += c->batched;
+		for (int k = 0; k < MTR_CLOCK_COUNT; k++) {
+			out_counters->armed += shard->clocks[k].set.count;
+			out_counters->memory_bytes +=
+			    mtr_timerset_bytes_(&shard->clocks[k].set);
+		}
+		out_counters->armed += shard->batch.live;
+		out_counters->memory_bytes += mtr_timer_array_bytes_(shard) +
+		    (size_t)shard->batch.count * sizeof(*shard->batch.entries);
+		pthread_mutex_unlock(&shard->lock);
+	}
 	return 0;
 }
 
@@ -684,16 +755,22 @@ mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock)
 {
 	if (!mtr_clock_valid_(clock))
 		return EINVAL;
-	pthread_mutex_lock(&engine->lock);
-	/* Stopped, the timerfd is nobody's to move; in a forked child it is
-	 * the parent's. */
-	int rc = engine->stopping ? ESHUTDOWN : 0;
-	if (rc == 0) {
-		engine->counters.clock_steps++;
-		/* Expire the timerfd now: the firing thread fires what is due
-		 * and re-arms for the rest. */
-		mtr_queue_set_fd_locked_(&engine->clocks[clock], 1);
+	int rc = 0;
+	for (uint32_t s = 0; s < engine->shard_count && rc == 0; s++) {
+		struct mtr_shard *shard = &engine->shards[s];
+		pthread_mutex_lock(&shard->lock);
+		/* Stopped, the timerfd is nobody's to move; in a forked
+		 * child it is the parent's. */
+		if (shard->stopping) {
+			rc = ESHUTDOWN;
+		} else {
+			if (s == 0)
+				shard->counters.clock_steps++;
+			/* Expire the timerfd now: the firing thread fires
+			 * what is due and re-arms for the rest. */
+			mtr_queue_set_fd_locked_(&shard->clocks[clock], 1);
+		}
+		pthread_mutex_unlock(&shard->lock);
 	}
-	pthread_mutex_unlock(&engine->lock);
 	return rc;
 }

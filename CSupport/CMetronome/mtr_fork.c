@@ -10,9 +10,9 @@
  * it gives libevent a fresh backend first (event_reinit) so that nothing
  * reaches the parent's epoll set.
  *
- * The handlers hold every live engine's lock across fork(), so the child
+ * The handlers hold every live engine's locks across fork(), so the child
  * never inherits a lock taken by a thread that does not exist there. Lock
- * order: the registry, then each engine.
+ * order: the registry, then each engine, then its shards.
  */
 #include "mtr_internal.h"
 
@@ -24,15 +24,21 @@ static void
 mtr_fork_prepare_(void)
 {
 	pthread_mutex_lock(&mtr_registry_lock);
-	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next)
+	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
 		pthread_mutex_lock(&e->lock);
+		for (uint32_t s = 0; s < e->shard_count; s++)
+			pthread_mutex_lock(&e->shards[s].lock);
+	}
 }
 
 static void
 mtr_fork_parent_(void)
 {
-	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next)
+	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
+		for (uint32_t s = 0; s < e->shard_count; s++)
+			pthread_mutex_unlock(&e->shards[s].lock);
 		pthread_mutex_unlock(&e->lock);
+	}
 	pthread_mutex_unlock(&mtr_registry_lock);
 }
 
@@ -43,14 +49,21 @@ mtr_fork_child_(void)
 		e->inherited = true;
 		e->stopping = true;
 		/* No firing thread here: nothing runs, nobody waits or joins. */
-		e->running = 0;
-		e->sync_waiters = 0;
-		e->holds = 0;
+		atomic_store(&e->holds, 0);
 		e->join_claimed = true;
 		e->joined = true;
-		e->spinning_clock = -1;
-		/* Waiters of the parent's threads may be recorded in it. */
-		pthread_cond_init(&e->callback_done, NULL);
+		/* Waiters of the parent's threads may be recorded in a
+		 * condition variable. */
+		pthread_cond_init(&e->thread_done, NULL);
+		for (uint32_t s = 0; s < e->shard_count; s++) {
+			struct mtr_shard *shard = &e->shards[s];
+			shard->stopping = true;
+			shard->running = 0;
+			shard->sync_waiters = 0;
+			shard->spinning_clock = -1;
+			pthread_cond_init(&shard->callback_done, NULL);
+			pthread_mutex_unlock(&shard->lock);
+		}
 		pthread_mutex_unlock(&e->lock);
 	}
 	pthread_mutex_unlock(&mtr_registry_lock);

@@ -25,7 +25,7 @@ struct event_base;
 /* heap_slot keeps the clock in its top two bits and the heap index below. */
 #define MTR_SLOT_INDEX_BITS 30
 #define MTR_MAX_TIMERS (UINT32_C(1) << MTR_SLOT_INDEX_BITS)
-/* heap_slot of a timer taken into the engine's batch (clock bits 3, which
+/* heap_slot of a timer taken into its shard's batch (clock bits 3, which
  * no clock uses): cancelling it sets MTR_NOT_ARMED, and the batch then
  * skips its entry. */
 #define MTR_IN_BATCH (UINT32_C(3) << MTR_SLOT_INDEX_BITS)
@@ -124,15 +124,27 @@ struct mtr_timerset {
 struct mtr_clock_state {
 	struct mtr_timerset set;
 	struct event *event;
-	mtr_engine *engine;
+	struct mtr_shard *shard;
 	int fd;
 	bool firing;      /* the firing thread is in a batch of this clock */
 	int64_t armed_ns; /* when the timerfd expires; INT64_MAX if disarmed */
 };
 
-struct mtr_engine {
-	pthread_mutex_t lock;
+/*
+ * A shard: timers, their heaps and timerfds, under a lock of their own.
+ * An engine has one, or MTR_SHARDS_MAX at most (mtr_engine_config.shards);
+ * each timer lives in one, named by its id, and every timer operation
+ * takes only that shard's lock. The one firing thread serves every shard.
+ * Aligned so that two shards' locks never share a cache line.
+ */
+struct mtr_shard {
+	_Alignas(64) pthread_mutex_t lock;
 	pthread_cond_t callback_done;
+	mtr_engine *engine;
+	/* Ored into the slot index of this shard's ids (mtr_shard_of_). */
+	uint32_t id_base;
+	/* Slots this shard may hand out: its share of the id space. */
+	uint32_t max_timers;
 
 	struct mtr_timer *timers;
 	uint32_t timer_capacity;
@@ -148,37 +160,83 @@ struct mtr_engine {
 
 	struct mtr_clock_state clocks[MTR_CLOCK_COUNT];
 	struct mtr_batch batch; /* of the clock being fired; one at a time */
-	struct event_base *base;
-	pthread_t thread;
+	mtr_counters counters;  /* this shard's; the engine's are their sum */
 
-	mtr_engine_config config;
-	mtr_engine_info info;
-	mtr_counters counters;
-
-	mtr_timer_id running;        /* the timer whose callback runs, or 0 */
-	bool release_running;        /* it was destroyed while running */
-	void *released_context;      /* then: its context, for a forked child */
+	mtr_timer_id running;   /* the timer whose callback runs, or 0 */
+	bool release_running;   /* it was destroyed while running */
+	void *released_context; /* then: its context, for a forked child */
+	/* A copy of the engine's, set under this lock, so that timer
+	 * operations need no other. */
 	bool stopping;
-	bool free_requested;         /* destroyed: the last holder frees it */
-	bool join_claimed;           /* a thread joins (or detached) the thread */
-	bool joined;                 /* the firing thread touches nothing more */
-	/* Created before a fork, seen from the child: its descriptors and
-	 * thread belong to the parent (mtr_fork.c). */
-	bool inherited;
 	uint32_t sync_waiters;
-	/* Threads that may still touch the engine: the firing thread until it
-	 * exits, and callers blocked in stop, destroy or cancel_sync. The one
-	 * that drops it to 0 after a destroy frees the engine. */
-	uint32_t holds;
 
 	/* The clock the firing thread spins on, or -1; a change to that
 	 * clock's set, or a stop, bumps spin_epoch to end the spin early. */
 	int spinning_clock;
 	_Atomic uint32_t spin_epoch;
+};
+
+/*
+ * The engine: its shards, its firing thread and its life. The engine lock
+ * guards the life (stopping, joining, freeing); timer operations take a
+ * shard's lock only. Lock order: the engine, then a shard.
+ */
+struct mtr_engine {
+	pthread_mutex_t lock;
+	pthread_cond_t thread_done;
+
+	struct mtr_shard *shards;
+	uint32_t shard_count;
+	struct event_base *base;
+	pthread_t thread;
+
+	mtr_engine_config config;
+	mtr_engine_info info;
+
+	bool stopping;
+	bool join_claimed;           /* a thread joins (or detached) the thread */
+	bool joined;                 /* the firing thread touches nothing more */
+	/* Created before a fork, seen from the child: its descriptors and
+	 * thread belong to the parent (mtr_fork.c). */
+	bool inherited;
+	/* destroyed: the last holder frees it */
+	_Atomic bool free_requested;
+	/* Threads that may still touch the engine: the firing thread until it
+	 * exits, and callers blocked in stop, destroy or cancel_sync. The one
+	 * that drops it to 0 after a destroy frees the engine. Atomic, so that
+	 * cancel_sync can take a hold under its shard's lock alone. */
+	_Atomic uint32_t holds;
 
 	mtr_engine *fork_prev; /* the registry of live engines */
 	mtr_engine *fork_next;
 };
+
+/*
+ * An id's low 32 bits: the slot index, and on a sharded engine the shard
+ * above MTR_SHARD_SHIFT. One shard keeps the whole MTR_MAX_TIMERS.
+ */
+#define MTR_SHARD_SHIFT 26
+
+static inline mtr_timer_id
+mtr_timer_id_make_(const struct mtr_shard *shard, uint32_t slot,
+    uint32_t generation)
+{
+	return ((uint64_t)generation << 32) | shard->id_base | slot;
+}
+
+/* The shard an id names and its slot there, or NULL for no shard. */
+static inline struct mtr_shard *
+mtr_shard_of_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot)
+{
+	uint32_t low = (uint32_t)id;
+	if (engine->shard_count == 1) {
+		*slot = low;
+		return &engine->shards[0];
+	}
+	uint32_t shard = low >> MTR_SHARD_SHIFT;
+	*slot = low & ((UINT32_C(1) << MTR_SHARD_SHIFT) - 1);
+	return shard < engine->shard_count ? &engine->shards[shard] : NULL;
+}
 
 /*
  * Asks for transparent huge pages under a big array (a hint: ignored where
@@ -201,7 +259,7 @@ int64_t mtr_clock_read_(mtr_clock_id clock);
 bool mtr_clock_valid_(mtr_clock_id clock);
 int mtr_clock_posix_(mtr_clock_id clock);
 
-/* mtr_timerset.c: all called with the engine lock held. */
+/* mtr_timerset.c: all called with the shard's lock held. */
 void mtr_timerset_init_(struct mtr_timerset *set, mtr_clock_id clock);
 void mtr_timerset_free_(struct mtr_timerset *set);
 size_t mtr_timerset_bytes_(const struct mtr_timerset *set);
@@ -220,7 +278,7 @@ uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
 void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers);
 
-/* mtr_batch.c: called by the firing thread with the engine lock held. */
+/* mtr_batch.c: called by the firing thread with the shard's lock held. */
 bool mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
     struct mtr_timer *timers, int64_t now_ns, uint32_t next_order);
 const struct mtr_heap_entry *mtr_batch_next_locked_(struct mtr_batch *batch,
@@ -253,16 +311,16 @@ mtr_slot_index_(uint32_t slot)
 
 /* mtr_engine.c */
 void mtr_engine_drop_timers_(mtr_engine *engine);
-bool mtr_engine_release_hold_locked_(mtr_engine *engine);
+bool mtr_engine_release_hold_(mtr_engine *engine);
 void mtr_engine_free_(mtr_engine *engine);
 
 /* Ends a spin on @clock: its set changed, so the spun-for timer may be gone
  * or an earlier one may have come. */
 static inline void
-mtr_engine_interrupt_spin_locked_(mtr_engine *engine, mtr_clock_id clock)
+mtr_shard_interrupt_spin_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 {
-	if (engine->spinning_clock == (int)clock)
-		atomic_fetch_add_explicit(&engine->spin_epoch, 1,
+	if (shard->spinning_clock == (int)clock)
+		atomic_fetch_add_explicit(&shard->spin_epoch, 1,
 		    memory_order_relaxed);
 }
 
@@ -270,21 +328,23 @@ mtr_engine_interrupt_spin_locked_(mtr_engine *engine, mtr_clock_id clock)
  * at most 2^30 (every armed timer) + 2^30 (arms until the next renumber). */
 #define MTR_ORDER_RENUMBER_AT (UINT32_C(1) << 30)
 
-/* mtr_queue.c: each clock's timer set and timerfd, and the arm order; for
- * timer operations and the firing loop alike, with the engine lock held. */
-uint32_t mtr_queue_next_order_locked_(mtr_engine *engine);
-int mtr_queue_add_locked_(mtr_engine *engine, uint32_t index,
+/* mtr_queue.c: each clock's timer set and timerfd, and the arm order, of
+ * one shard; for timer operations and the firing loop alike, with the
+ * shard's lock held. */
+uint32_t mtr_queue_next_order_locked_(struct mtr_shard *shard);
+int mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
     mtr_clock_id clock, int64_t due_ns);
-void mtr_queue_move_locked_(mtr_engine *engine, struct mtr_timer *timer,
+void mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     mtr_clock_id clock, int64_t due_ns);
-void mtr_queue_remove_locked_(mtr_engine *engine, struct mtr_timer *timer);
-void mtr_queue_rearm_locked_(mtr_engine *engine, mtr_clock_id clock);
+void mtr_queue_remove_locked_(struct mtr_shard *shard,
+    struct mtr_timer *timer);
+void mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock);
 void mtr_queue_set_fd_locked_(struct mtr_clock_state *state,
     int64_t target_ns);
 
 /* mtr_timer.c */
-void mtr_timer_array_free_(mtr_engine *engine);
-size_t mtr_timer_array_bytes_(const mtr_engine *engine);
+void mtr_timer_array_free_(struct mtr_shard *shard);
+size_t mtr_timer_array_bytes_(const struct mtr_shard *shard);
 
 /* mtr_fork.c: the registry that fork() handlers walk. */
 void mtr_fork_register_(mtr_engine *engine);

@@ -1,7 +1,7 @@
 /*
- * The queues: for each clock, its armed timers (the timer set) and its
- * timerfd, kept at their earliest wake-up; and the arm order all clocks
- * share. Timer operations (mtr_timer.c) and the firing loop (mtr_engine.c)
+ * The queues of one shard: for each clock, its armed timers (the timer
+ * set) and its timerfd, kept at their earliest wake-up; and the arm order
+ * its clocks share. Timer operations (mtr_timer.c) and the firing loop (mtr_engine.c)
  * both arm through here, and this file calls only downward: into the timer
  * set, the batch and the kernel.
  *
@@ -50,7 +50,7 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 }
 
 static int64_t
-mtr_queue_wake_target_(const mtr_engine *engine, int64_t due_ns,
+mtr_queue_wake_target_(const struct mtr_shard *shard, int64_t due_ns,
     int64_t deadline_ns)
 {
 	/*
@@ -63,17 +63,17 @@ mtr_queue_wake_target_(const mtr_engine *engine, int64_t due_ns,
 	int64_t margin_ns = (due_ns - deadline_ns) / 4;
 	if (margin_ns > MTR_WAKE_MARGIN_MAX_NS)
 		margin_ns = MTR_WAKE_MARGIN_MAX_NS;
-	return due_ns - margin_ns - engine->config.spin_ns;
+	return due_ns - margin_ns - shard->engine->config.spin_ns;
 }
 
 void
-mtr_queue_rearm_locked_(mtr_engine *engine, mtr_clock_id clock)
+mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 {
-	struct mtr_clock_state *state = &engine->clocks[clock];
+	struct mtr_clock_state *state = &shard->clocks[clock];
 	const struct mtr_heap_entry *top = mtr_timerset_top_locked_(&state->set,
-	    engine->timers);
-	int64_t target_ns = top ? mtr_queue_wake_target_(engine,
-	    top->due_ns, engine->timers[top->timer].deadline_ns) : INT64_MAX;
+	    shard->timers);
+	int64_t target_ns = top ? mtr_queue_wake_target_(shard,
+	    top->due_ns, shard->timers[top->timer].deadline_ns) : INT64_MAX;
 
 	/* Skip the syscall when the timerfd already expires then. */
 	if (target_ns != state->armed_ns)
@@ -96,35 +96,35 @@ mtr_order_compare_(const void *a, const void *b, void *base)
  * without moving an entry.
  */
 static int
-mtr_queue_renumber_locked_(mtr_engine *engine)
+mtr_queue_renumber_locked_(struct mtr_shard *shard)
 {
 	/* Each heap entry may add its timer's recorded order. */
-	size_t total = engine->batch.count;
+	size_t total = shard->batch.count;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		total += 2 * (size_t)engine->clocks[c].set.count;
+		total += 2 * (size_t)shard->clocks[c].set.count;
 	uint32_t **orders = malloc((total + 1) * sizeof(*orders));
 	if (orders == NULL)
 		return ENOMEM;
 	uint32_t n = 0;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_timerset *set = &engine->clocks[c].set;
+		struct mtr_timerset *set = &shard->clocks[c].set;
 		for (uint32_t i = 0; i < set->count; i++) {
 			struct mtr_heap_entry *entry = &set->entries[i];
-			struct mtr_timer *timer = &engine->timers[entry->timer];
+			struct mtr_timer *timer = &shard->timers[entry->timer];
 			orders[n++] = &entry->order;
 			/* A lagging key's recorded order keeps its place too. */
 			if (timer->due_ns != entry->due_ns)
 				orders[n++] = &timer->rekey_order;
 		}
 	}
-	for (uint32_t i = 0; i < engine->batch.count; i++)
-		orders[n++] = &engine->batch.entries[i].order;
+	for (uint32_t i = 0; i < shard->batch.count; i++)
+		orders[n++] = &shard->batch.entries[i].order;
 	/* Every order lies within 2^31 before the next one. */
-	uint32_t base = engine->next_order - (UINT32_C(1) << 31);
+	uint32_t base = shard->next_order - (UINT32_C(1) << 31);
 	qsort_r(orders, n, sizeof(*orders), mtr_order_compare_, &base);
 	for (uint32_t i = 0; i < n; i++)
 		*orders[i] = i;
-	engine->next_order = n;
+	shard->next_order = n;
 	free(orders);
 	return 0;
 }
@@ -133,30 +133,30 @@ mtr_queue_renumber_locked_(mtr_engine *engine)
  * the renumbering find no memory, it is tried again at the next arm, with
  * 2^31 - 2^30 arms to go before order could go wrong. */
 uint32_t
-mtr_queue_next_order_locked_(mtr_engine *engine)
+mtr_queue_next_order_locked_(struct mtr_shard *shard)
 {
-	if (engine->next_order >= MTR_ORDER_RENUMBER_AT)
-		(void)mtr_queue_renumber_locked_(engine);
-	return engine->next_order++;
+	if (shard->next_order >= MTR_ORDER_RENUMBER_AT)
+		(void)mtr_queue_renumber_locked_(shard);
+	return shard->next_order++;
 }
 
 /* Takes a timer out of its clock's set or out of the batch, if in one. */
 void
-mtr_queue_remove_locked_(mtr_engine *engine, struct mtr_timer *timer)
+mtr_queue_remove_locked_(struct mtr_shard *shard, struct mtr_timer *timer)
 {
 	if (timer->heap_slot == MTR_NOT_ARMED)
 		return;
 	if (timer->heap_slot == MTR_IN_BATCH) {
 		/* The batch skips an entry whose timer left it. */
 		timer->heap_slot = MTR_NOT_ARMED;
-		engine->batch.live--;
+		shard->batch.live--;
 		return;
 	}
 	mtr_clock_id clock = mtr_slot_clock_(timer->heap_slot);
 	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
 	if (heap_index == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	mtr_timerset_erase_locked_(&engine->clocks[clock].set, engine->timers,
+		mtr_shard_interrupt_spin_locked_(shard, clock);
+	mtr_timerset_erase_locked_(&shard->clocks[clock].set, shard->timers,
 	    heap_index);
 }
 
@@ -164,29 +164,29 @@ mtr_queue_remove_locked_(mtr_engine *engine, struct mtr_timer *timer)
  * ends a spin, and only a new earliest wake-up needs the timerfd moved; in
  * a batch the firing thread re-arms when the batch ends. */
 static void
-mtr_queue_keyed_earlier_locked_(mtr_engine *engine, mtr_clock_id clock,
+mtr_queue_keyed_earlier_locked_(struct mtr_shard *shard, mtr_clock_id clock,
     const struct mtr_timer *timer)
 {
-	struct mtr_clock_state *state = &engine->clocks[clock];
+	struct mtr_clock_state *state = &shard->clocks[clock];
 	if (mtr_slot_index_(timer->heap_slot) == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
-	if (!state->firing && mtr_queue_wake_target_(engine, timer->due_ns,
+		mtr_shard_interrupt_spin_locked_(shard, clock);
+	if (!state->firing && mtr_queue_wake_target_(shard, timer->due_ns,
 	    timer->deadline_ns) < state->armed_ns)
-		mtr_queue_rearm_locked_(engine, clock);
+		mtr_queue_rearm_locked_(shard, clock);
 }
 
 /* Puts a timer that is in no set into @clock's, with a new arm order. */
 int
-mtr_queue_add_locked_(mtr_engine *engine, uint32_t index,
+mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
     mtr_clock_id clock, int64_t due_ns)
 {
-	struct mtr_timer *timer = &engine->timers[index];
-	int rc = mtr_timerset_push_locked_(&engine->clocks[clock].set,
-	    engine->timers, index, due_ns, mtr_queue_next_order_locked_(engine));
+	struct mtr_timer *timer = &shard->timers[index];
+	int rc = mtr_timerset_push_locked_(&shard->clocks[clock].set,
+	    shard->timers, index, due_ns, mtr_queue_next_order_locked_(shard));
 	if (rc != 0)
 		return rc;
 	timer->due_ns = due_ns;
-	mtr_queue_keyed_earlier_locked_(engine, clock, timer);
+	mtr_queue_keyed_earlier_locked_(shard, clock, timer);
 	return 0;
 }
 
@@ -204,25 +204,25 @@ mtr_queue_add_locked_(mtr_engine *engine, uint32_t index,
  * entry's moves the entry in place.
  */
 void
-mtr_queue_move_locked_(mtr_engine *engine, struct mtr_timer *timer,
+mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     mtr_clock_id clock, int64_t due_ns)
 {
-	struct mtr_timerset *set = &engine->clocks[clock].set;
-	uint32_t order = mtr_queue_next_order_locked_(engine);
+	struct mtr_timerset *set = &shard->clocks[clock].set;
+	uint32_t order = mtr_queue_next_order_locked_(shard);
 	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
 	bool later = due_ns > timer->due_ns ||
 	    due_ns > set->entries[heap_index].due_ns;
 
 	timer->due_ns = due_ns;
 	if (heap_index == 0)
-		mtr_engine_interrupt_spin_locked_(engine, clock);
+		mtr_shard_interrupt_spin_locked_(shard, clock);
 	if (later) {
 		timer->rekey_order = order;
 		return;
 	}
 	timer->sequence = 0;
-	mtr_timerset_rekey_locked_(set, engine->timers, heap_index, due_ns,
+	mtr_timerset_rekey_locked_(set, shard->timers, heap_index, due_ns,
 	    order);
-	mtr_queue_keyed_earlier_locked_(engine, clock, timer);
+	mtr_queue_keyed_earlier_locked_(shard, clock, timer);
 }
 

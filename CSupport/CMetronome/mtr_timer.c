@@ -1,13 +1,14 @@
 /*
  * Timers: create, arm, cancel, destroy, and the cancel guarantee.
  *
- * Every request takes the engine lock and edits its clock's queue directly
- * (mtr_queue.c); nothing waits for the firing thread. The firing thread decides under the
- * same lock which callback to run and records it in engine->running before
- * unlocking, so once cancel returns no new callback can start: the only
- * callback that may still run is one already committed (and cancel_sync
- * waits for that one). Ids carry the slot's generation, so an id used after
- * destroy is refused instead of touching a reused slot.
+ * Every request takes its timer's shard lock and edits that shard's queue
+ * directly (mtr_queue.c); nothing waits for the firing thread. The firing
+ * thread decides under the same lock which callback to run and records it
+ * in shard->running before unlocking, so once cancel returns no new
+ * callback can start: the only callback that may still run is one already
+ * committed (and cancel_sync waits for that one). Ids carry the slot's
+ * generation, so an id used after destroy is refused instead of touching a
+ * reused slot.
  *
  * Nothing here wraps within a process's life. A slot that has spent its
  * 2^31 generations is retired, never reused (48 bytes, after 2^31 reuses);
@@ -25,48 +26,43 @@
 
 #define MTR_TIMERS_MIN 64
 
-static inline mtr_timer_id
-mtr_timer_id_make_(uint32_t index, uint32_t generation)
-{
-	return ((uint64_t)generation << 32) | index;
-}
-
-/* The timer an id names, or NULL when the id is stale or never existed. */
+/* The timer an id names in its shard, or NULL when the id is stale or
+ * never existed. */
 static struct mtr_timer *
-mtr_timer_lookup_locked_(mtr_engine *engine, mtr_timer_id id)
+mtr_timer_lookup_locked_(struct mtr_shard *shard, uint32_t slot,
+    mtr_timer_id id)
 {
-	uint32_t index = (uint32_t)id;
 	uint32_t generation = (uint32_t)(id >> 32);
 
-	if (index >= engine->timer_high_water || (generation & 1) == 0)
+	if (slot >= shard->timer_high_water || (generation & 1) == 0)
 		return NULL;
-	struct mtr_timer *timer = &engine->timers[index];
+	struct mtr_timer *timer = &shard->timers[slot];
 	return timer->generation == generation ? timer : NULL;
 }
 
 static int
-mtr_timer_resize_locked_(mtr_engine *engine, uint32_t capacity)
+mtr_timer_resize_locked_(struct mtr_shard *shard, uint32_t capacity)
 {
-	struct mtr_timer *timers = realloc(engine->timers,
+	struct mtr_timer *timers = realloc(shard->timers,
 	    (size_t)capacity * sizeof(*timers));
 	if (timers == NULL)
 		return ENOMEM;
 	mtr_advise_huge_(timers, (size_t)capacity * sizeof(*timers));
-	engine->timers = timers;
-	engine->timer_capacity = capacity;
+	shard->timers = timers;
+	shard->timer_capacity = capacity;
 	return 0;
 }
 
 static int
-mtr_timer_grow_locked_(mtr_engine *engine)
+mtr_timer_grow_locked_(struct mtr_shard *shard)
 {
-	if (engine->timer_capacity == MTR_MAX_TIMERS)
+	if (shard->timer_capacity == shard->max_timers)
 		return ENOMEM;
-	uint32_t capacity = engine->timer_capacity ?
-	    engine->timer_capacity * 2 : MTR_TIMERS_MIN;
-	if (capacity > MTR_MAX_TIMERS)
-		capacity = MTR_MAX_TIMERS;
-	return mtr_timer_resize_locked_(engine, capacity);
+	uint32_t capacity = shard->timer_capacity ?
+	    shard->timer_capacity * 2 : MTR_TIMERS_MIN;
+	if (capacity > shard->max_timers)
+		capacity = shard->max_timers;
+	return mtr_timer_resize_locked_(shard, capacity);
 }
 
 /*
@@ -80,91 +76,112 @@ mtr_timer_grow_locked_(mtr_engine *engine)
  * so a peak that drains costs O(log peak) per destroy at worst.
  */
 static void
-mtr_timer_shrink_locked_(mtr_engine *engine)
+mtr_timer_shrink_locked_(struct mtr_shard *shard)
 {
-	uint32_t capacity = engine->timer_capacity;
+	uint32_t capacity = shard->timer_capacity;
 	/* A batch being fired still reads the slots of its entries. */
-	if (engine->counters.timers > capacity / 4 ||
-	    capacity <= MTR_TIMERS_MIN || engine->batch.entries != NULL)
+	if (shard->counters.timers > capacity / 4 ||
+	    capacity <= MTR_TIMERS_MIN || shard->batch.entries != NULL)
 		return;
 	/* Up to the last slot in use, or retired: a retired slot must keep
 	 * its place, as every generation it could start again from is taken. */
-	uint32_t keep = engine->timer_high_water;
-	while (keep > 0 && (engine->timers[keep - 1].generation & 1) == 0 &&
-	    engine->timers[keep - 1].generation != 0)
+	uint32_t keep = shard->timer_high_water;
+	while (keep > 0 && (shard->timers[keep - 1].generation & 1) == 0 &&
+	    shard->timers[keep - 1].generation != 0)
 		keep--;
 	/* The dropped slots are free, so their generation is past every id
 	 * they handed out. */
-	for (uint32_t i = keep; i < engine->timer_high_water; i++) {
-		if (engine->timers[i].generation > engine->generation_floor)
-			engine->generation_floor = engine->timers[i].generation;
+	for (uint32_t i = keep; i < shard->timer_high_water; i++) {
+		if (shard->timers[i].generation > shard->generation_floor)
+			shard->generation_floor = shard->timers[i].generation;
 	}
-	engine->timer_high_water = keep;
-	engine->free_head = MTR_NOT_ARMED;
+	shard->timer_high_water = keep;
+	shard->free_head = MTR_NOT_ARMED;
 	for (uint32_t i = keep; i-- > 0;) {
-		struct mtr_timer *timer = &engine->timers[i];
+		struct mtr_timer *timer = &shard->timers[i];
 		/* Retired slots (generation spent) stay out of the list. */
 		if ((timer->generation & 1) == 0 && timer->generation != 0) {
-			timer->heap_slot = engine->free_head;
-			engine->free_head = i;
+			timer->heap_slot = shard->free_head;
+			shard->free_head = i;
 		}
 	}
 	uint32_t target = capacity;
 	while (target / 2 >= keep && target / 2 >= MTR_TIMERS_MIN &&
-	    target / 2 >= engine->counters.timers * 2)
+	    target / 2 >= shard->counters.timers * 2)
 		target /= 2;
 	if (target < capacity)
-		(void)mtr_timer_resize_locked_(engine, target);
+		(void)mtr_timer_resize_locked_(shard, target);
 }
 
 void
-mtr_timer_array_free_(mtr_engine *engine)
+mtr_timer_array_free_(struct mtr_shard *shard)
 {
-	free(engine->timers);
-	engine->timers = NULL;
-	engine->timer_capacity = 0;
-	engine->timer_high_water = 0;
-	engine->free_head = MTR_NOT_ARMED;
+	free(shard->timers);
+	shard->timers = NULL;
+	shard->timer_capacity = 0;
+	shard->timer_high_water = 0;
+	shard->free_head = MTR_NOT_ARMED;
 }
 
 size_t
-mtr_timer_array_bytes_(const mtr_engine *engine)
+mtr_timer_array_bytes_(const struct mtr_shard *shard)
 {
-	return (size_t)engine->timer_capacity * sizeof(*engine->timers);
+	return (size_t)shard->timer_capacity * sizeof(*shard->timers);
+}
+
+/*
+ * The shard a thread creates its timers in: threads take tickets in turn
+ * on their first create, so distinct threads spread evenly over the shards
+ * whatever CPUs they run on (a CPU number would send two threads that
+ * started on one CPU to one shard).
+ */
+static struct mtr_shard *
+mtr_timer_home_shard_(mtr_engine *engine)
+{
+	static _Atomic uint32_t tickets;
+	static _Thread_local uint32_t ticket = UINT32_MAX;
+
+	if (engine->shard_count == 1)
+		return &engine->shards[0];
+	if (ticket == UINT32_MAX)
+		ticket = atomic_fetch_add_explicit(&tickets, 1,
+		    memory_order_relaxed) & (UINT32_MAX >> 1);
+	return &engine->shards[ticket % engine->shard_count];
 }
 
 int
 mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 {
+	struct mtr_shard *shard = mtr_timer_home_shard_(engine);
 	uint32_t index;
 	int rc = 0;
 
-	pthread_mutex_lock(&engine->lock);
-	if (engine->stopping) {
+	pthread_mutex_lock(&shard->lock);
+	if (shard->stopping) {
 		rc = ESHUTDOWN;
-	} else if (engine->free_head != MTR_NOT_ARMED) {
-		index = engine->free_head;
-		engine->free_head = engine->timers[index].heap_slot;
-	} else if (engine->timer_high_water < engine->timer_capacity ||
-	    (rc = mtr_timer_grow_locked_(engine)) == 0) {
-		index = engine->timer_high_water++;
-		engine->timers[index].generation = engine->generation_floor;
+	} else if (shard->free_head != MTR_NOT_ARMED) {
+		index = shard->free_head;
+		shard->free_head = shard->timers[index].heap_slot;
+	} else if (shard->timer_high_water < shard->timer_capacity ||
+	    (rc = mtr_timer_grow_locked_(shard)) == 0) {
+		index = shard->timer_high_water++;
+		shard->timers[index].generation = shard->generation_floor;
 	}
 	if (rc == 0) {
-		struct mtr_timer *timer = &engine->timers[index];
+		struct mtr_timer *timer = &shard->timers[index];
 		timer->generation++; /* now odd: allocated */
 		timer->context = context;
 		timer->heap_slot = MTR_NOT_ARMED;
 		timer->deadline_ns = 0;
 		timer->period_ns = 0;
 		timer->sequence = 0;
-		engine->counters.timers++;
-		if (engine->counters.timers > 2 * (uint64_t)engine->shrink_check_at)
-			engine->shrink_check_at =
-			    (uint32_t)(engine->counters.timers / 2);
-		*out_timer = mtr_timer_id_make_(index, timer->generation);
+		shard->counters.timers++;
+		if (shard->counters.timers > 2 * (uint64_t)shard->shrink_check_at)
+			shard->shrink_check_at =
+			    (uint32_t)(shard->counters.timers / 2);
+		*out_timer = mtr_timer_id_make_(shard, index, timer->generation);
 	}
-	pthread_mutex_unlock(&engine->lock);
+	pthread_mutex_unlock(&shard->lock);
 	return rc;
 }
 
@@ -185,21 +202,39 @@ mtr_timer_schedule_check_(mtr_clock_id clock, int64_t deadline_ns,
 /* Replaces the schedule of @timer, slot @index: a move within its clock's
  * heap when it is there, else a remove and an add. */
 static int
-mtr_timer_arm_locked_(mtr_engine *engine, struct mtr_timer *timer,
+mtr_timer_arm_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     uint32_t index, mtr_clock_id clock, int64_t deadline_ns,
     int64_t period_ns, int64_t leeway_ns)
 {
 	timer->deadline_ns = deadline_ns;
 	timer->period_ns = period_ns;
 	if (mtr_slot_clock_(timer->heap_slot) == clock) {
-		mtr_queue_move_locked_(engine, timer, clock,
+		mtr_queue_move_locked_(shard, timer, clock,
 		    deadline_ns + leeway_ns);
 		return 0;
 	}
-	mtr_queue_remove_locked_(engine, timer);
+	mtr_queue_remove_locked_(shard, timer);
 	timer->sequence = 0;
-	return mtr_queue_add_locked_(engine, index, clock,
+	return mtr_queue_add_locked_(shard, index, clock,
 	    deadline_ns + leeway_ns);
+}
+
+/*
+ * Locks the shard of @id and finds its timer there: the shard is returned
+ * locked even when the timer is NULL (a stale id), and NULL only for an id
+ * that names no shard.
+ */
+static struct mtr_shard *
+mtr_timer_lock_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
+    struct mtr_timer **out_timer)
+{
+	struct mtr_shard *shard = mtr_shard_of_(engine, id, slot);
+	*out_timer = NULL;
+	if (shard == NULL)
+		return NULL;
+	pthread_mutex_lock(&shard->lock);
+	*out_timer = mtr_timer_lookup_locked_(shard, *slot, id);
+	return shard;
 }
 
 static int
@@ -211,15 +246,18 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	if (rc != 0)
 		return rc;
 
+	uint32_t slot;
+	struct mtr_timer *timer;
+	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	if (shard == NULL)
+		return EINVAL;
 	rc = EINVAL;
-	pthread_mutex_lock(&engine->lock);
-	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
-	if (timer != NULL && engine->stopping)
+	if (timer != NULL && shard->stopping)
 		rc = ESHUTDOWN;
 	else if (timer != NULL)
-		rc = mtr_timer_arm_locked_(engine, timer, (uint32_t)id, clock,
+		rc = mtr_timer_arm_locked_(shard, timer, slot, clock,
 		    deadline_ns, period_ns, leeway_ns);
-	pthread_mutex_unlock(&engine->lock);
+	pthread_mutex_unlock(&shard->lock);
 	return rc;
 }
 
@@ -251,75 +289,77 @@ mtr_timer_move(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	if (rc != 0)
 		return rc;
 
+	uint32_t slot;
+	struct mtr_timer *timer;
+	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	if (shard == NULL)
+		return EINVAL;
 	rc = EINVAL;
-	pthread_mutex_lock(&engine->lock);
-	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
-	if (timer != NULL && engine->stopping) {
+	if (timer != NULL && shard->stopping) {
 		rc = ESHUTDOWN;
 	} else if (timer != NULL && timer->generation > UINT32_MAX - 2) {
 		/* The next name would wrap onto the slot's first ones. */
 		rc = ERANGE;
 	} else if (timer != NULL) {
-		rc = mtr_timer_arm_locked_(engine, timer, (uint32_t)id, clock,
+		rc = mtr_timer_arm_locked_(shard, timer, slot, clock,
 		    deadline_ns, period_ns, leeway_ns);
 		if (rc == 0) {
 			/* Still odd: allocated. A callback already begun keeps
-			 * the old name, and so does engine->running until a
+			 * the old name, and so does shard->running until a
 			 * destroy of the new one must find it running. */
 			timer->generation += 2;
-			*out_timer = mtr_timer_id_make_((uint32_t)id,
+			*out_timer = mtr_timer_id_make_(shard, slot,
 			    timer->generation);
-			if (engine->running == id)
-				engine->running = *out_timer;
+			if (shard->running == id)
+				shard->running = *out_timer;
 		}
 	}
-	pthread_mutex_unlock(&engine->lock);
+	pthread_mutex_unlock(&shard->lock);
 	return rc;
-}
-
-/* Disarms the timer an id names; EINVAL for a stale id. */
-static int
-mtr_timer_cancel_locked_(mtr_engine *engine, mtr_timer_id id)
-{
-	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
-	if (timer == NULL)
-		return EINVAL;
-	mtr_queue_remove_locked_(engine, timer);
-	return 0;
 }
 
 int
 mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 {
-	pthread_mutex_lock(&engine->lock);
-	int rc = mtr_timer_cancel_locked_(engine, id);
-	pthread_mutex_unlock(&engine->lock);
-	return rc;
+	uint32_t slot;
+	struct mtr_timer *timer;
+	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	if (shard == NULL)
+		return EINVAL;
+	if (timer != NULL)
+		mtr_queue_remove_locked_(shard, timer);
+	pthread_mutex_unlock(&shard->lock);
+	return timer != NULL ? 0 : EINVAL;
 }
 
 int
 mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 {
 	bool free_now = false;
-	pthread_mutex_lock(&engine->lock);
-	int rc = mtr_timer_cancel_locked_(engine, id);
+	uint32_t slot;
+	struct mtr_timer *timer;
+	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	if (shard == NULL)
+		return EINVAL;
+	if (timer != NULL)
+		mtr_queue_remove_locked_(shard, timer);
 	/* On the firing thread nothing else of ours can be running, and
 	 * waiting for ourselves would never end. The wait holds the engine:
 	 * a callback may destroy it meanwhile, and then this thread, not the
 	 * firing one, may be the last to let go and free it. */
-	if (rc == 0 && engine->running == id &&
+	if (timer != NULL && shard->running == id &&
 	    !pthread_equal(pthread_self(), engine->thread)) {
-		engine->holds++;
-		engine->sync_waiters++;
-		while (engine->running == id)
-			pthread_cond_wait(&engine->callback_done, &engine->lock);
-		engine->sync_waiters--;
-		free_now = mtr_engine_release_hold_locked_(engine);
+		atomic_fetch_add(&engine->holds, 1);
+		shard->sync_waiters++;
+		while (shard->running == id)
+			pthread_cond_wait(&shard->callback_done, &shard->lock);
+		shard->sync_waiters--;
+		free_now = mtr_engine_release_hold_(engine);
 	}
-	pthread_mutex_unlock(&engine->lock);
+	pthread_mutex_unlock(&shard->lock);
 	if (free_now)
 		mtr_engine_free_(engine);
-	return rc;
+	return timer != NULL ? 0 : EINVAL;
 }
 
 int
@@ -327,17 +367,18 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 {
 	void *release = NULL;
 	bool must_release = false;
-	int rc = EINVAL;
-
-	pthread_mutex_lock(&engine->lock);
-	struct mtr_timer *timer = mtr_timer_lookup_locked_(engine, id);
+	uint32_t slot;
+	struct mtr_timer *timer;
+	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	if (shard == NULL)
+		return EINVAL;
 	if (timer != NULL) {
-		mtr_queue_remove_locked_(engine, timer);
-		if (engine->running == id) {
+		mtr_queue_remove_locked_(shard, timer);
+		if (shard->running == id) {
 			/* The firing thread holds the context for the running
 			 * callback and releases it when that returns. */
-			engine->release_running = true;
-			engine->released_context = timer->context;
+			shard->release_running = true;
+			shard->released_context = timer->context;
 		} else {
 			release = timer->context;
 			must_release = true;
@@ -347,55 +388,64 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 		 * is retired: reused, it would bring back the ids of its
 		 * first life. */
 		if (++timer->generation != 0) {
-			timer->heap_slot = engine->free_head;
-			engine->free_head = (uint32_t)id;
+			timer->heap_slot = shard->free_head;
+			shard->free_head = slot;
 		}
-		engine->counters.timers--;
-		if (engine->counters.timers <= engine->shrink_check_at &&
-		    !engine->stopping) {
-			mtr_timer_shrink_locked_(engine);
-			engine->shrink_check_at =
-			    (uint32_t)(engine->counters.timers / 2);
+		shard->counters.timers--;
+		if (shard->counters.timers <= shard->shrink_check_at &&
+		    !shard->stopping) {
+			mtr_timer_shrink_locked_(shard);
+			shard->shrink_check_at =
+			    (uint32_t)(shard->counters.timers / 2);
 		}
-		rc = 0;
 	}
-	pthread_mutex_unlock(&engine->lock);
+	pthread_mutex_unlock(&shard->lock);
 	if (must_release && engine->config.on_release != NULL)
 		engine->config.on_release(release);
-	return rc;
+	return timer != NULL ? 0 : EINVAL;
 }
 
+/* Ages every shard alike. */
 int
 mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
 {
 	int rc = 0;
-	pthread_mutex_lock(&engine->lock);
-	if (engine->stopping) {
-		rc = ESHUTDOWN;
-	} else {
-		while (arms > 0) {
-			/* Up to the renumbering point in one step, then one
-			 * real arm, which renumbers as it would in use. */
-			uint64_t room = engine->next_order < MTR_ORDER_RENUMBER_AT ?
-			    MTR_ORDER_RENUMBER_AT - engine->next_order : 0;
-			uint64_t step = arms < room ? arms : room;
-			engine->next_order += (uint32_t)step;
-			arms -= step;
-			if (arms > 0) {
-				(void)mtr_queue_next_order_locked_(engine);
-				arms--;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		struct mtr_shard *shard = &engine->shards[s];
+		pthread_mutex_lock(&shard->lock);
+		if (shard->stopping) {
+			rc = ESHUTDOWN;
+		} else {
+			uint64_t left = arms;
+			while (left > 0) {
+				/* Up to the renumbering point in one step, then
+				 * one real arm, which renumbers as it would in
+				 * use. */
+				uint64_t room = shard->next_order <
+				    MTR_ORDER_RENUMBER_AT ? MTR_ORDER_RENUMBER_AT -
+				    shard->next_order : 0;
+				uint64_t step = left < room ? left : room;
+				shard->next_order += (uint32_t)step;
+				left -= step;
+				if (left > 0) {
+					(void)mtr_queue_next_order_locked_(shard);
+					left--;
+				}
+			}
+			/* A free slot ages up to its last generation, never
+			 * past it. */
+			for (uint32_t i = 0; i < shard->timer_high_water; i++) {
+				struct mtr_timer *timer = &shard->timers[i];
+				if ((timer->generation & 1) != 0 ||
+				    timer->generation == 0)
+					continue;
+				uint64_t aged = (uint64_t)timer->generation +
+				    2 * (uint64_t)reuses;
+				timer->generation = aged < UINT32_MAX ?
+				    (uint32_t)aged : UINT32_MAX - 1;
 			}
 		}
-		/* A free slot ages up to its last generation, never past it. */
-		for (uint32_t i = 0; i < engine->timer_high_water; i++) {
-			struct mtr_timer *timer = &engine->timers[i];
-			if ((timer->generation & 1) != 0 || timer->generation == 0)
-				continue;
-			uint64_t aged = (uint64_t)timer->generation + 2 * (uint64_t)reuses;
-			timer->generation = aged < UINT32_MAX ? (uint32_t)aged :
-			    UINT32_MAX - 1;
-		}
+		pthread_mutex_unlock(&shard->lock);
 	}
-	pthread_mutex_unlock(&engine->lock);
 	return rc;
 }

@@ -20,7 +20,8 @@ extension TimerEngine.Configuration: CustomStringConvertible {
         let priority = self.realtimePriority.map(String.init) ?? "none"
         let cpu = self.cpu.map(String.init) ?? "none"
         let name = self.name ?? "numbered"
-        return "realtimePriority: \(priority), cpu: \(cpu), spinWindow: \(self.spinWindow), lateThreshold: \(self.lateThreshold), name: \(name)"
+        return
+            "realtimePriority: \(priority), cpu: \(cpu), spinWindow: \(self.spinWindow), lateThreshold: \(self.lateThreshold), name: \(name), shards: \(self.shards)"
     }
 }
 

@@ -16,8 +16,8 @@ extension TimerEngine.Configuration {
     /// - Throws: ``TimerError`` with `EINVAL`, its ``TimerError/setting`` naming the refused
     ///   setting and its ``TimerError/reason`` the allowed range: a real-time priority
     ///   outside 1...99, a CPU the machine does not have, a spin window outside
-    ///   0...``maximumSpinWindow``, or a late threshold that is not positive or does not fit
-    ///   in `Int64` nanoseconds.
+    ///   0...``maximumSpinWindow``, a late threshold that is not positive or does not fit
+    ///   in `Int64` nanoseconds, or a shard count outside 1...``maximumShards``.
     public func validate() throws(TimerError) {
         let highest = Int(MTR_REALTIME_PRIORITY_MAX)
         if let priority = self.realtimePriority, !(1...highest).contains(priority) {
@@ -35,6 +35,9 @@ extension TimerEngine.Configuration {
         }
         guard self.lateThreshold > .zero, self.lateThreshold.representableNanoseconds != nil else {
             throw Self.refusal("lateThreshold", "must be positive and fit in Int64 nanoseconds, not \(self.lateThreshold)")
+        }
+        guard (1...Self.maximumShards).contains(self.shards) else {
+            throw Self.refusal("shards", "must be in 1...\(Self.maximumShards), not \(self.shards)")
         }
     }
 

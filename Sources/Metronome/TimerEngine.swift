@@ -39,25 +39,39 @@ public final class TimerEngine: Sendable {
         /// The firing thread's name, as `top -H` and debuggers show it (cut to 15 bytes);
         /// `nil` names it `metronome-N`.
         public var name: String?
+        /// How many shards the engine splits its timers into, 1...``maximumShards``. With
+        /// one, every timer shares one lock and one heap per clock. With more, each shard
+        /// has its own, and a timer lives in the shard of the thread that scheduled it from
+        /// idle (threads take shards in turn), so threads that schedule their own timers
+        /// do not contend; any thread may still operate on any timer. All shards fire on the one
+        /// firing thread. The price: coalescing, and firing equal deadlines in the order
+        /// they were scheduled, hold within a shard, not across shards. Three more
+        /// descriptors per shard.
+        public var shards: Int
 
         /// The longest ``spinWindow``: past a wake-up's worst latency a spin buys no
         /// precision, only CPU.
         public static let maximumSpinWindow = Duration.nanoseconds(Int64(MTR_SPIN_MAX_NS))
 
+        /// The most ``shards`` an engine takes.
+        public static let maximumShards = Int(MTR_SHARDS_MAX)
+
         /// Creates a configuration; the defaults are normal scheduling, no affinity, no spin
-        /// window, a 1 ms late threshold and a numbered thread name.
+        /// window, a 1 ms late threshold, a numbered thread name and one shard.
         public init(
             realtimePriority: Int? = nil,
             cpu: Int? = nil,
             spinWindow: Duration = .zero,
             lateThreshold: Duration = .milliseconds(1),
-            name: String? = nil
+            name: String? = nil,
+            shards: Int = 1
         ) {
             self.realtimePriority = realtimePriority
             self.cpu = cpu
             self.spinWindow = spinWindow
             self.lateThreshold = lateThreshold
             self.name = name
+            self.shards = shards
         }
     }
 
@@ -124,7 +138,8 @@ public final class TimerEngine: Sendable {
     /// - Parameter configuration: How the firing thread runs.
     /// - Throws: ``TimerError`` with `EINVAL` for a configuration that
     ///   ``Configuration/validate()`` refuses, naming the setting and its range;
-    ///   `EMFILE`/`ENFILE` when descriptors run out (an engine needs six).
+    ///   `EMFILE`/`ENFILE` when descriptors run out (an engine needs six, and three more
+    ///   per shard after the first).
     ///   The corresponding C function is `mtr_engine_create`.
     public init(configuration: Configuration = Configuration()) throws(TimerError) {
         self.configuration = configuration
@@ -146,6 +161,7 @@ public final class TimerEngine: Sendable {
         config.late_threshold_ns = configuration.lateThreshold.saturatingNanoseconds
         config.realtime_priority = CInt(clamping: configuration.realtimePriority ?? 0)
         config.cpu = CInt(clamping: configuration.cpu ?? -1)
+        config.shards = UInt32(clamping: configuration.shards)
         var engine: OpaquePointer?
         let code = (configuration.name ?? "").withCString { name in
             config.name = configuration.name == nil ? nil : name

@@ -32,6 +32,8 @@ extension CoreContractTests {
             BadConfig(name: "cpu -2") { $0.cpu = -2 },
             BadConfig(name: "negative spin") { $0.spin_ns = -1 },
             BadConfig(name: "negative late threshold") { $0.late_threshold_ns = -1 },
+            BadConfig(name: "65 shards") { $0.shards = 65 },
+            BadConfig(name: "UInt32.max shards") { $0.shards = .max },
         ]
 
         @Test(arguments: badConfigs)
@@ -47,12 +49,14 @@ extension CoreContractTests {
             var config = mtr_engine_config()
             config.cpu = 7
             config.spin_ns = 5
+            config.shards = 3
             mtr_engine_config_init(&config)
             #expect(config.on_fire == nil && config.on_release == nil)
             #expect(config.realtime_priority == 0)
             #expect(config.cpu == -1)
             #expect(config.spin_ns == 0)
             #expect(config.late_threshold_ns == 1_000_000)
+            #expect(config.shards == 0)
         }
 
         /// on_release is optional, and destroy(NULL) is a no-op.

@@ -117,12 +117,12 @@ extension CoreContractTests {
 
         /// A callback destroys its engine while another thread waits in cancel_sync for it:
         /// the waiter returns, and the engine is freed once (by the waiter or the thread).
-        @Test(.timeLimit(.minutes(1)))
-        func destroyFromACallbackWhileAnotherThreadCancelsSync() throws {
+        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        func destroyFromACallbackWhileAnotherThreadCancelsSync(shards: UInt32) throws {
             // The waiter shares the firing thread's CPU at the lowest priority, so it gets
             // the lock back only after the firing thread is done: were the engine freed
             // then, the waiter would wait on freed memory for ever.
-            let engine = try Engine(cpu: 0)
+            let engine = try Engine(cpu: 0, shards: shards)
             let waiting = Gate()
             let returned = Gate()
             let probe = try engine.makeTimer { callback in
@@ -160,9 +160,9 @@ extension CoreContractTests {
         /// A forked child finds the parent's engine dead: every arming is refused, destroying
         /// it releases the child's copies of the contexts, and nothing it does reaches the
         /// parent, whose timer still fires on time. A new engine works in the child.
-        @Test(.timeLimit(.minutes(1)))
-        func forkedChildNeverTouchesTheParentsEngine() throws {
-            let engine = try Engine()
+        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        func forkedChildNeverTouchesTheParentsEngine(shards: UInt32) throws {
+            let engine = try Engine(shards: shards)
             let parentTimer = try engine.makeTimer()
             let spare = try engine.makeTimer()
             let deadline = Time.monotonic() + 300 * Time.ms
@@ -204,8 +204,10 @@ extension CoreContractTests {
         /// With every count of free descriptors from none up, creation either succeeds or
         /// returns EMFILE, leaving no descriptor open; it never exits the process. Run in a
         /// child, whose descriptor limit can be lowered without touching the test runner.
-        @Test(.timeLimit(.minutes(1)))
-        func creationWithTooFewDescriptorsReturnsEMFILE() {
+        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        func creationWithTooFewDescriptorsReturnsEMFILE(shards: UInt32) {
+            // Three timerfds per shard, an epoll instance and a pipe.
+            let expected = 3 * Int32(shards) + 3
             let code = exitCodeOfChild {
                 var limit = rlimit()
                 getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -213,8 +215,9 @@ extension CoreContractTests {
                 var config = mtr_engine_config()
                 mtr_engine_config_init(&config)
                 config.on_fire = { _, _ in }
+                config.shards = shards
                 var needed: Int32 = -1
-                for free in Int32(0)...10 {
+                for free in Int32(0)...(expected + 4) {
                     var lowered = limit
                     lowered.rlim_cur = rlim_t(3 + free)
                     guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lowered) == 0 else { return 20 }
@@ -230,7 +233,7 @@ extension CoreContractTests {
                         return 22  // a descriptor leaked
                     }
                 }
-                return needed == 6 ? 0 : 23
+                return needed == expected ? 0 : 23
             }
             #expect(code == 0)
         }

@@ -191,6 +191,8 @@ final class Probe: @unchecked Sendable {
     var id: mtr_timer_id = 0
     /// Runs inside the release, after it is logged; set before anything can release it.
     var onRelease: (@Sendable (Probe) -> Void)?
+    /// Set, under the fixture's lock, when the engine refused to create its timer.
+    var neverCreated = false
 
     let fires = Atomic<Int>(0)
     let releases = Atomic<Int>(0)
@@ -284,7 +286,7 @@ final class Engine: @unchecked Sendable {
 
     init(
         spinNs: Int64 = 0, realtimePriority: Int32 = 0, cpu: Int32 = -1, lateThresholdNs: Int64 = 0,
-        expectedTimers: Int = 0
+        shards: UInt32 = 1, expectedTimers: Int = 0
     ) throws {
         var config = mtr_engine_config()
         mtr_engine_config_init(&config)
@@ -301,6 +303,7 @@ final class Engine: @unchecked Sendable {
         config.realtime_priority = realtimePriority
         config.cpu = cpu
         config.late_threshold_ns = lateThresholdNs
+        config.shards = shards
         var handle: OpaquePointer?
         let rc = mtr_engine_create(&config, &handle)
         guard rc == 0, let handle else { throw CoreError(call: "mtr_engine_create", code: rc) }
@@ -330,7 +333,8 @@ final class Engine: @unchecked Sendable {
         let rc = mtr_timer_create(handle, context, &id)
         guard rc == 0 else {
             Unmanaged<Probe>.fromOpaque(context).release()
-            probes.update { _ = $0.removeLast() }
+            // It keeps its place, so that indexes stay unique while other threads create.
+            probes.update { _ in probe.neverCreated = true }
             throw CoreError(call: "mtr_timer_create", code: rc)
         }
         probe.id = id
@@ -359,7 +363,8 @@ final class Engine: @unchecked Sendable {
         }
     }
 
-    var allProbes: [Probe] { probes.read { $0 } }
+    /// Every probe whose timer was created.
+    var allProbes: [Probe] { probes.read { $0.filter { !$0.neverCreated } } }
 
     var counters: mtr_counters {
         var counters = mtr_counters()
@@ -397,7 +402,7 @@ final class Engine: @unchecked Sendable {
     /// Waits until every probe created so far has been released.
     @discardableResult
     func waitAllReleased(timeoutNs: Int64 = Bounds.patienceNs) -> Bool {
-        let count = probes.read { $0.count }
+        let count = allProbes.count
         return log.wait(timeoutNs: timeoutNs) { $0.releases.count >= count }
     }
 

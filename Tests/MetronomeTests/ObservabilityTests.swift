@@ -78,7 +78,7 @@ struct ObservabilityTests {
         defer { engine.shutdown() }
         #expect(
             configuration.description
-                == "realtimePriority: none, cpu: none, spinWindow: \(Duration.microseconds(20)), lateThreshold: \(Duration.milliseconds(1)), name: numbered"
+                == "realtimePriority: none, cpu: none, spinWindow: \(Duration.microseconds(20)), lateThreshold: \(Duration.milliseconds(1)), name: numbered, shards: 1"
         )
         // Nothing armed or fired on a new engine, so the counters are stable between reads.
         #expect(engine.description == "TimerEngine(\(configuration); \(engine.counters))")
@@ -131,6 +131,9 @@ struct ObservabilityTests {
             .init(spinWindow: .seconds(2))
         ),
         ("lateThreshold", "must be positive and fit in Int64 nanoseconds, not \(Duration.zero)", .init(lateThreshold: .zero)),
+        ("shards", "must be in 1...64, not 0", .init(shards: 0)),
+        ("shards", "must be in 1...64, not 65", .init(shards: 65)),
+        ("shards", "must be in 1...64, not \(Int.min)", .init(shards: .min)),
     ]
 
     @Test(arguments: Self.badConfigurations.indices)
@@ -152,6 +155,7 @@ struct ObservabilityTests {
         TimerEngine.Configuration(),
         .init(realtimePriority: 1), .init(realtimePriority: 99), .init(cpu: 0),
         .init(spinWindow: .microseconds(20), lateThreshold: .nanoseconds(1)),
+        .init(shards: 64),
     ])
     func configurationCheckAcceptsWhatAnEngineHonours(configuration: TimerEngine.Configuration) throws {
         try configuration.validate()

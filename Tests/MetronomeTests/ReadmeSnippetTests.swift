@@ -78,11 +78,19 @@ struct ReadmeSnippetTests {
         let gcd = SafeDispatchTimer(backend: .dispatch)          // the same API on GCD
         let rt = try TimerEngine(configuration: .init(realtimePriority: 50, spinWindow: .microseconds(20)))
         let precise = SafeDispatchTimer(backend: .engine(rt))
-        defer { rt.shutdown() }
+
+        // Many threads arming their own timeouts: a shard each, so they share no lock.
+        let server = try TimerEngine(configuration: .init(shards: 8))
+        let timeout = SafeDispatchTimer(backend: .engine(server))
+        defer {
+            rt.shutdown()
+            server.shutdown()
+        }
 
         #expect(timer.state == .cancelled)
         #expect(wall.cancel())
-        #expect([gcd.state, precise.state] == [.idle, .idle])
+        #expect([gcd.state, precise.state, timeout.state] == [.idle, .idle, .idle])
+        #expect(server.configuration.shards == 8)
     }
 
     // MARK: Timers the way Swift code uses them

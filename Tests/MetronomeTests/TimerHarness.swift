@@ -22,10 +22,12 @@ enum HarnessKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case manual
     /// A fresh `TimerEngine` per test, shut down at the end.
     case engine
+    /// The same with four shards: each thread's timers in a shard of its own.
+    case shardedEngine = "sharded-engine"
     /// GCD `DispatchSourceTimer`.
     case dispatch
 
-    static let real: [HarnessKind] = [.engine, .dispatch]
+    static let real: [HarnessKind] = [.engine, .shardedEngine, .dispatch]
 
     var testDescription: String { self.rawValue }
 
@@ -33,6 +35,7 @@ enum HarnessKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         switch self {
         case .manual: ManualHarness()
         case .engine: try EngineHarness()
+        case .shardedEngine: try EngineHarness(configuration: .init(shards: 4))
         case .dispatch: DispatchHarness()
         }
     }
@@ -155,7 +158,7 @@ final class EngineHarness: TimerHarness {
         self.engine = try TimerEngine(configuration: configuration)
     }
 
-    var kind: HarnessKind { .engine }
+    var kind: HarnessKind { self.engine.configuration.shards > 1 ? .shardedEngine : .engine }
     var isVirtual: Bool { false }
     var now: TimerInstant { TimerClock.monotonic.now() }
     var armedCount: Int? { Int(self.engine.counters.armed) }

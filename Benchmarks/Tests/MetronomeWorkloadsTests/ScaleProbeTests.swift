@@ -6,7 +6,7 @@ import Testing
 /// fires once, and the engine's never fire before their deadlines.
 @Suite(.serialized) struct ScaleProbeTests {
     static let config = ScaleConfiguration(
-        timers: 64, gcdTimers: 32, operations: 256, fireWindowNanoseconds: 1_000_000, seed: 3)
+        timers: 64, gcdTimers: 32, operations: 256, fireWindowNanoseconds: 1_000_000, seed: 3, shards: 2)
 
     /// The subjects by their row names.
     enum Backend: String, CaseIterable, Sendable {

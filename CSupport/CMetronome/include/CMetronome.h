@@ -73,6 +73,8 @@ enum {
 	MTR_SPIN_MAX_NS = 1000000,
 	/* Bytes of a thread name, as pthread_setname_np takes it. */
 	MTR_THREAD_NAME_MAX = 16,
+	/* The most shards an engine splits its timers into. */
+	MTR_SHARDS_MAX = 64,
 };
 
 /* A field of mtr_engine_config, as mtr_engine_config_check() names it. */
@@ -83,6 +85,7 @@ typedef enum __attribute__((enum_extensibility(closed))) mtr_engine_setting {
 	MTR_SETTING_CPU = 3,
 	MTR_SETTING_SPIN = 4,
 	MTR_SETTING_LATE_THRESHOLD = 5,
+	MTR_SETTING_SHARDS = 6,
 } mtr_engine_setting;
 
 typedef struct mtr_engine_config {
@@ -106,6 +109,14 @@ typedef struct mtr_engine_config {
 	/* The firing thread's name (cut to 15 bytes), or NULL for
 	 * metronome-N; read during mtr_engine_create() only. */
 	const char *_Nullable name;
+	/* 0 or 1: one lock and one heap per clock for every timer. 2...
+	 * MTR_SHARDS_MAX: that many, each with its own lock, heaps and
+	 * timerfds, all fired by the one firing thread. A timer lives in the
+	 * shard of the thread that created it (threads take shards in turn),
+	 * so threads that create and arm their own timers do not contend.
+	 * The price: coalescing, and the arm order of equal deadlines, hold
+	 * within each shard, not across them. */
+	uint32_t shards;
 } mtr_engine_config;
 
 /* Fills @config with the defaults: no callbacks, no RT priority, no
@@ -123,7 +134,7 @@ void mtr_engine_config_init(mtr_engine_config *config);
 int mtr_engine_config_check(const mtr_engine_config *config,
     mtr_engine_setting *out_setting);
 
-/* Counters, readable at any time; each a snapshot under the engine lock. */
+/* Counters, readable at any time: the sum of each shard's snapshot. */
 typedef struct mtr_counters {
 	uint64_t wakeups;        /* timerfd expirations handled */
 	uint64_t fired;          /* callbacks run */
@@ -157,7 +168,7 @@ typedef struct mtr_engine_info {
  * runs without it and mtr_engine_get_info() reports why.
  *
  * An engine needs six descriptors: one timerfd per clock, an epoll
- * instance and a pipe.
+ * instance and a pipe; each shard after the first, three more timerfds.
  *
  * Context: any thread.
  * Return: 0; EINVAL for a configuration mtr_engine_config_check() refuses;
@@ -237,6 +248,8 @@ int mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock);
 /**
  * mtr_timer_create - make a disarmed timer
  * @context: handed to on_fire and, once, to on_release
+ *
+ * On a sharded engine the timer lives in the calling thread's shard.
  *
  * Context: any thread, including a callback.
  * Return: 0, ENOMEM, or ESHUTDOWN once the engine is stopping (and in a

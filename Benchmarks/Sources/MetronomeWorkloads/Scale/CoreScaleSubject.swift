@@ -13,6 +13,7 @@ public struct CoreScaleSubject: ScaleSubject {
         var engineConfig = mtr_engine_config()
         mtr_engine_config_init(&engineConfig)
         // Inline on the firing thread; `fired_ns` is the engine's own reading at commit.
+        engineConfig.shards = UInt32(clamping: config.shards)
         engineConfig.on_fire = { context, tick in
             // Guaranteed alive by the run: no retain and release per firing.
             Unmanaged<FireLog>.fromOpaque(context!)._withUnsafeGuaranteedRef {
@@ -45,11 +46,11 @@ public struct CoreScaleSubject: ScaleSubject {
             _ = mtr_timer_cancel(engine, probe)
         }
         let threads = ProcessInfo.processInfo.activeProcessorCount
-        let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops / threads) { thread in
+        let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops) { thread in
             var random = SplitMix64(seed: UInt64(thread) &+ 99)
             var id: mtr_timer_id = 0
             _ = mtr_timer_create(shared, nil, &id)
-            for _ in 0..<(ops / threads) {
+            for _ in 0..<ops {
                 _ = mtr_timer_arm_once(shared, id, .MTR_CLOCK_MONOTONIC, ScaleProbe.farDeadline(&random, base: base), 0)
                 _ = mtr_timer_cancel(shared, id)
             }

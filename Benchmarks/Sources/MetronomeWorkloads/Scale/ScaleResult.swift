@@ -35,18 +35,21 @@ public struct ScaleConfiguration: Codable, Sendable {
     public var operations: Int
     public var fireWindowNanoseconds: Int64
     public var seed: UInt64
+    /// Shards of the engines under test (`TimerEngine.Configuration.shards`).
+    public var shards: Int
 
     enum CodingKeys: String, CodingKey {
-        case timers, operations, seed
+        case timers, operations, seed, shards
         case gcdTimers = "gcd_timers"
         case fireWindowNanoseconds = "fire_window_ns"
     }
 
-    public init(timers: Int, gcdTimers: Int, operations: Int, fireWindowNanoseconds: Int64, seed: UInt64) {
+    public init(timers: Int, gcdTimers: Int, operations: Int, fireWindowNanoseconds: Int64, seed: UInt64, shards: Int) {
         self.timers = timers
         self.gcdTimers = gcdTimers
         self.operations = operations
         self.fireWindowNanoseconds = fireWindowNanoseconds
         self.seed = seed
+        self.shards = shards
     }
 }

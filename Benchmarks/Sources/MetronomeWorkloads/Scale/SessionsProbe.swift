@@ -53,9 +53,9 @@ public struct SessionsProbe<Session: TouchableSession> {
             _ = live[Int(random.next(below: Int64(n)))].touch()
         }
         let threads = ProcessInfo.processInfo.activeProcessorCount
-        let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops / threads) { thread in
+        let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops) { thread in
             var random = SplitMix64(seed: UInt64(thread) &+ 99)
-            for _ in 0..<(ops / threads) {
+            for _ in 0..<ops {
                 _ = live[Int(random.next(below: Int64(n)))].touch()
             }
         }

@@ -10,7 +10,7 @@ public struct SwiftScaleSubject: ScaleSubject {
     public init() {}
 
     public func run(_ config: ScaleConfiguration) throws -> ScaleResult {
-        let engine = try TimerEngine()
+        let engine = try TimerEngine(configuration: .init(shards: config.shards))
         defer { engine.shutdown() }
         let log = FireLog(expected: config.timers)
         var random = SplitMix64(seed: config.seed)
@@ -34,11 +34,14 @@ public struct SwiftScaleSubject: ScaleSubject {
             probe.cancel()
         }
         let threads = ProcessInfo.processInfo.activeProcessorCount
-        let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops / threads) { thread in
+        let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops) { thread in
             var random = SplitMix64(seed: UInt64(thread) &+ 99)
             let timer = SafeDispatchTimer(backend: .engine(engine))
-            for _ in 0..<(ops / threads) {
-                timer.schedule(at: TimerInstant(nanoseconds: ScaleProbe.farDeadline(&random, base: base)), handler: record)
+            // A handler of its own, as each connection has: a shared one would make every
+            // schedule and cancel retain and release one closure from every thread.
+            let handler: @Sendable (Tick) -> Void = { tick in record(tick) }
+            for _ in 0..<ops {
+                timer.schedule(at: TimerInstant(nanoseconds: ScaleProbe.farDeadline(&random, base: base)), handler: handler)
                 timer.cancel()
             }
         }

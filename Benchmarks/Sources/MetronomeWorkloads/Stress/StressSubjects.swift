@@ -3,7 +3,12 @@ import Metronome
 /// The subjects `metronome stress` can run, by the names its `--backends` option takes.
 public enum StressSubjects {
     /// Every subject's name, in the order the CLI lists them.
-    public static let names = ["engine", "dispatch", "scheduler", "lifecycle"]
+    public static let names = ["engine", "sharded-engine", "dispatch", "scheduler", "lifecycle"]
+
+    /// Shards of the `sharded-engine` subject's engine: more than this machine's cores, so
+    /// that the stress threads' timers spread over several and every operation may cross
+    /// from one thread's shard to another's.
+    static let shards = 4
 
     /// Whether the lifecycle subject forks children in this process (not under
     /// ThreadSanitizer).
@@ -21,6 +26,9 @@ public enum StressSubjects {
             switch name {
             case "engine":
                 let engine = try TimerEngine()
+                return StressTimerPool(name: name, backend: .engine(engine), engine: engine, timers: timers, violations: violations)
+            case "sharded-engine":
+                let engine = try TimerEngine(configuration: .init(shards: Self.shards))
                 return StressTimerPool(name: name, backend: .engine(engine), engine: engine, timers: timers, violations: violations)
             case "dispatch":
                 return StressTimerPool(name: name, backend: .dispatch, engine: nil, timers: timers, violations: violations)

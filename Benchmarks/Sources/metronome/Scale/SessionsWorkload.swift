@@ -44,6 +44,7 @@ struct SessionsWorkload {
         let results = [expiring, gcd]
         let notes = [
             "touches hit random sessions among \(self.config.values); all cores = \(OptionRules.cpuCount) threads",
+            "each rate is the best of \(ScaleProbe.repeats) runs",
             "gcd-work-item: each touch cancels the pending DispatchWorkItem and asyncAfter's a new one, under an NSLock",
             "bytes_per_value = resident memory growth (after malloc_trim) / live sessions, before any touch",
             "expiries: the \(self.config.expiring) sessions of \(self.config.expiringLifetimeNanoseconds / 1_000_000) ms, half of them touched once; "
