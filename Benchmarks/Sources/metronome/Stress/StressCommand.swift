@@ -37,8 +37,8 @@ struct StressCommand: ParsableCommand {
     @Option(help: "Timers in each backend's pool, 1 to 100000.")
     var timers: Int = 64
 
-    @Option(help: "Subjects, comma-separated: engine, dispatch, scheduler, lifecycle.")
-    var backends: String = "engine,dispatch,scheduler,lifecycle"
+    @Option(help: "Subjects, comma-separated: \(StressSubjects.names.joined(separator: ", ")).")
+    var backends: String = StressSubjects.names.joined(separator: ",")
 
     @Option(help: "Seed of the random operations.")
     var seed: UInt64 = 1
