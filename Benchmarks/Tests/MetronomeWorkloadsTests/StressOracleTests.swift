@@ -28,8 +28,11 @@ import Testing
 
     @Test func missedPeriodsMustMatchTheLateness() {
         let grid = StressGrid(start: 0, period: Self.period)
-        let onTime = self.tick(scheduled: Self.period, fired: Self.period, missed: 2, sequence: 3)
-        #expect(self.broken([onTime], on: grid, repeating: true) == [.missedVersusLateness])
+        let skippedBeforeTheStart = self.tick(scheduled: Self.period, fired: Self.period + 1, missed: 2, sequence: 1)
+        #expect(self.broken([skippedBeforeTheStart], on: grid, repeating: true) == [.missedVersusLateness])
+        // Late by exactly two periods: on time for the latest deadline, which is right.
+        let wholePeriodsLate = self.tick(scheduled: 3 * Self.period, fired: 3 * Self.period, missed: 2, sequence: 3)
+        #expect(self.broken([wholePeriodsLate], on: grid, repeating: true).isEmpty)
         let tooLate = self.tick(scheduled: Self.period, fired: 3 * Self.period, sequence: 1)
         #expect(self.broken([tooLate], on: grid, repeating: true) == [.missedVersusLateness])
     }
