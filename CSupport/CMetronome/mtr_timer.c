@@ -237,26 +237,42 @@ mtr_timer_lock_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
 	return shard;
 }
 
+/*
+ * Every arm call: checks the schedule (@period_ns 0 for a one-shot), then
+ * replaces the schedule of the timer @id names under its shard's lock. With
+ * @out_renamed (mtr_timer_move) the timer takes a new id as well: still odd,
+ * so allocated. A callback already begun keeps the old name, and so does
+ * shard->running until a destroy of the new one must find it running.
+ */
 static int
 mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
-    int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns)
+    int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
+    mtr_timer_id *out_renamed)
 {
 	int rc = mtr_timer_schedule_check_(clock, deadline_ns, period_ns,
 	    leeway_ns);
 	if (rc != 0)
 		return rc;
-
 	uint32_t slot;
 	struct mtr_timer *timer;
 	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
 	if (shard == NULL)
 		return EINVAL;
-	rc = EINVAL;
-	if (timer != NULL && shard->stopping)
+	if (timer == NULL)
+		rc = EINVAL;
+	else if (shard->stopping)
 		rc = ESHUTDOWN;
-	else if (timer != NULL)
+	else if (out_renamed != NULL && timer->generation > UINT32_MAX - 2)
+		rc = ERANGE; /* the next name would wrap onto the slot's first */
+	else
 		rc = mtr_timer_arm_locked_(shard, timer, slot, clock,
 		    deadline_ns, period_ns, leeway_ns);
+	if (rc == 0 && out_renamed != NULL) {
+		timer->generation += 2;
+		*out_renamed = mtr_timer_id_make_(shard, slot, timer->generation);
+		if (shard->running == id)
+			shard->running = *out_renamed;
+	}
 	pthread_mutex_unlock(&shard->lock);
 	return rc;
 }
@@ -265,7 +281,8 @@ int
 mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer, mtr_clock_id clock,
     int64_t deadline_ns, int64_t leeway_ns)
 {
-	return mtr_timer_arm_(engine, timer, clock, deadline_ns, 0, leeway_ns);
+	return mtr_timer_arm_(engine, timer, clock, deadline_ns, 0, leeway_ns,
+	    NULL);
 }
 
 int
@@ -276,7 +293,7 @@ mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
 	if (period_ns <= 0)
 		return EINVAL;
 	return mtr_timer_arm_(engine, timer, clock, start_ns, period_ns,
-	    leeway_ns);
+	    leeway_ns, NULL);
 }
 
 int
@@ -284,38 +301,8 @@ mtr_timer_move(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
     int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
     mtr_timer_id *out_timer)
 {
-	int rc = mtr_timer_schedule_check_(clock, deadline_ns, period_ns,
-	    leeway_ns);
-	if (rc != 0)
-		return rc;
-
-	uint32_t slot;
-	struct mtr_timer *timer;
-	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
-	if (shard == NULL)
-		return EINVAL;
-	rc = EINVAL;
-	if (timer != NULL && shard->stopping) {
-		rc = ESHUTDOWN;
-	} else if (timer != NULL && timer->generation > UINT32_MAX - 2) {
-		/* The next name would wrap onto the slot's first ones. */
-		rc = ERANGE;
-	} else if (timer != NULL) {
-		rc = mtr_timer_arm_locked_(shard, timer, slot, clock,
-		    deadline_ns, period_ns, leeway_ns);
-		if (rc == 0) {
-			/* Still odd: allocated. A callback already begun keeps
-			 * the old name, and so does shard->running until a
-			 * destroy of the new one must find it running. */
-			timer->generation += 2;
-			*out_timer = mtr_timer_id_make_(shard, slot,
-			    timer->generation);
-			if (shard->running == id)
-				shard->running = *out_timer;
-		}
-	}
-	pthread_mutex_unlock(&shard->lock);
-	return rc;
+	return mtr_timer_arm_(engine, id, clock, deadline_ns, period_ns,
+	    leeway_ns, out_timer);
 }
 
 int
