@@ -184,25 +184,25 @@ mtr_shard_release_locked_(struct mtr_shard *shard, void *context)
 }
 
 /*
- * One wake-up: fire, in key order, every timer whose window has opened.
- * Each callback runs unlocked; shard->running names it meanwhile so that
- * cancel_sync can wait for it and destroy can hand its context release to
- * this thread.
+ * One wake-up, in one shard: fire, in key order, every timer whose window
+ * has opened, then re-arm the timerfd for the rest. @fired counts the
+ * wake-up's firings over every shard. Each callback runs unlocked;
+ * shard->running names it meanwhile so that cancel_sync can wait for it and
+ * destroy can hand its context release to this thread.
  */
 static void
-mtr_shard_fire_due_locked_(struct mtr_shard *shard, struct mtr_clock_state *state)
+mtr_shard_fire_due_locked_(struct mtr_shard *shard,
+    struct mtr_clock_state *state, uint64_t *fired)
 {
 	mtr_clock_id clock = state->set.clock;
-	uint64_t fired_this_wakeup = 0;
 	struct mtr_heap_entry entry;
 	int64_t now_ns;
 
 	state->firing = true;
-	state->armed_ns = INT64_MAX; /* it has expired */
 	while (mtr_shard_next_locked_(shard, state, &entry, &now_ns)) {
 		mtr_tick tick;
 		mtr_shard_commit_locked_(shard, clock, entry, now_ns, &tick);
-		if (fired_this_wakeup++ > 0)
+		if ((*fired)++ > 0)
 			shard->counters.coalesced++;
 		void *context = shard->timers[entry.timer].context;
 		shard->running = tick.timer;
@@ -255,8 +255,24 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 		    strerror(errno));
 		abort();
 	}
-	mtr_shard_fire_due_locked_(shard, state);
+	uint64_t fired = 0;
+	state->armed_ns = INT64_MAX; /* it has expired */
+	mtr_shard_fire_due_locked_(shard, state, &fired);
 	pthread_mutex_unlock(&shard->lock);
+
+	/* The wake-up serves every shard: each fires what is due on this
+	 * clock and re-arms for the rest, so that the shards' wake-ups
+	 * together stab all their windows as greedily as one heap's would. */
+	mtr_engine *engine = shard->engine;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		struct mtr_shard *other = &engine->shards[s];
+		if (other == shard)
+			continue;
+		pthread_mutex_lock(&other->lock);
+		mtr_shard_fire_due_locked_(other,
+		    &other->clocks[state->set.clock], &fired);
+		pthread_mutex_unlock(&other->lock);
+	}
 }
 
 /* Takes every timer out of every set at once, so that a cancel or destroy

@@ -134,7 +134,8 @@ struct mtr_clock_state {
  * A shard: timers, their heaps and timerfds, under a lock of their own.
  * An engine has one, or MTR_SHARDS_MAX at most (mtr_engine_config.shards);
  * each timer lives in one, named by its id, and every timer operation
- * takes only that shard's lock. The one firing thread serves every shard.
+ * takes only that shard's lock. The one firing thread serves every shard,
+ * each wake-up all of them (mtr_engine.c).
  * Aligned so that two shards' locks never share a cache line.
  */
 struct mtr_shard {

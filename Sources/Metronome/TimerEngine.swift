@@ -43,10 +43,11 @@ public final class TimerEngine: Sendable {
         /// one, every timer shares one lock and one heap per clock. With more, each shard
         /// has its own, and a timer lives in the shard of the thread that scheduled it from
         /// idle (threads take shards in turn), so threads that schedule their own timers
-        /// do not contend; any thread may still operate on any timer. All shards fire on the one
-        /// firing thread. The price: coalescing, and firing equal deadlines in the order
-        /// they were scheduled, hold within a shard, not across shards. Three more
-        /// descriptors per shard.
+        /// do not contend; any thread may still operate on any timer. All shards fire on
+        /// the one firing thread, and a wake-up serves them all, so leeway coalesces across
+        /// shards. The price: equal deadlines fire in the order they were scheduled within
+        /// a shard, and timers of several shards due at one wake-up fire shard by shard.
+        /// Three more descriptors per shard.
         public var shards: Int
 
         /// The longest ``spinWindow``: past a wake-up's worst latency a spin buys no
@@ -89,7 +90,8 @@ public final class TimerEngine: Sendable {
         public var armed: UInt64
         /// Firings that shared a wake-up with an earlier one.
         public var coalesced: UInt64
-        /// Wall-clock steps noticed.
+        /// Wall-clock steps noticed; on an engine of several shards, once by each shard
+        /// with wall-clock timers armed.
         public var clockSteps: UInt64
         /// Firings drained from a sorted batch: a burst that made a large share of the
         /// armed timers due at once.

@@ -17,21 +17,37 @@ extension CoreContractTests {
         /// Arms 200 one-shots with deadlines spread over 100 ms and the given leeway, and
         /// waits for all of them. Each callback reads the wake-up counter, which only the
         /// firing thread advances between batches, so it names the callback's wake-up.
-        private func run(leeway: Int64, seed: UInt64) throws -> Run {
-            let engine = try Engine()
+        /// Four threads in turn make the timers, so that on a sharded engine they fall into
+        /// several shards.
+        private func run(leeway: Int64, seed: UInt64, shards: UInt32) throws -> Run {
+            let engine = try Engine(shards: shards)
             let wakeups = Monitor([Int: UInt64]())
+            let made = Monitor([Probe]())
+            for _ in 0..<4 {
+                try PosixThread.spawn {
+                    for _ in 0..<50 {
+                        guard let probe = try? engine.makeTimer({ callback in
+                            var counters = mtr_counters()
+                            mtr_engine_get_counters(callback.engine.handle, &counters)
+                            wakeups.update { $0[callback.firing] = counters.wakeups }
+                        }) else { return }
+                        made.update { $0.append(probe) }
+                    }
+                }.join()
+            }
+            let probes = made.read { $0 }
+            try #require(probes.count == 200)
             var generator = SplitMix64(seed: seed)
             let base = Time.monotonic() + 20 * Time.ms
             var deadlines: [Int64] = []
-            for _ in 0..<200 {
-                let probe = try engine.makeTimer { callback in
-                    var counters = mtr_counters()
-                    mtr_engine_get_counters(callback.engine.handle, &counters)
-                    wakeups.update { $0[callback.firing] = counters.wakeups }
-                }
+            for probe in probes {
                 let deadline = base + Int64.random(in: 0..<100 * Time.ms, using: &generator)
                 deadlines.append(deadline)
                 try #require(probe.armOnce(at: deadline, leeway: leeway) == 0)
+            }
+            if shards > 1 {
+                let used = Set(probes.map { UInt32(truncatingIfNeeded: $0.id) >> 26 })
+                #expect(used.count > 1, "every timer in one shard")
             }
             #expect(engine.waitFirings(200))
             #expect(wakeups.wait { $0.count == 200 })
@@ -44,11 +60,13 @@ extension CoreContractTests {
             return Run(firings: firings, deadlines: deadlines, counters: counters, batches: batches)
         }
 
-        @Test(.timeLimit(.minutes(1)))
-        func leewayCoalescesWakeupsInsideEveryWindow() throws {
+        /// On a sharded engine too: a wake-up serves every shard, so the wake-ups stab the
+        /// windows of all shards together.
+        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        func leewayCoalescesWakeupsInsideEveryWindow(shards: UInt32) throws {
             let leeway = 20 * Time.ms
-            let coalesced = try run(leeway: leeway, seed: 0xC0A1)
-            let exact = try run(leeway: 0, seed: 0xC0A1)
+            let coalesced = try run(leeway: leeway, seed: 0xC0A1, shards: shards)
+            let exact = try run(leeway: 0, seed: 0xC0A1, shards: shards)
 
             for (run, window) in [(coalesced, leeway), (exact, Int64(0))] {
                 #expect(run.firings.count == 200)

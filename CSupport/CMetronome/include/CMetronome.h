@@ -114,8 +114,9 @@ typedef struct mtr_engine_config {
 	 * timerfds, all fired by the one firing thread. A timer lives in the
 	 * shard of the thread that created it (threads take shards in turn),
 	 * so threads that create and arm their own timers do not contend.
-	 * The price: coalescing, and the arm order of equal deadlines, hold
-	 * within each shard, not across them. */
+	 * A wake-up serves every shard, so leeway coalesces across them. The
+	 * price: equal deadlines fire in arm order within a shard, and timers
+	 * of several shards due at one wake-up fire shard by shard. */
 	uint32_t shards;
 } mtr_engine_config;
 
@@ -142,7 +143,7 @@ typedef struct mtr_counters {
 	uint64_t missed_periods; /* sum of every tick's missed */
 	uint64_t armed;          /* timers in the timer set now */
 	uint64_t coalesced;      /* firings that shared a wake-up */
-	uint64_t clock_steps;    /* wall-clock steps noticed */
+	uint64_t clock_steps;    /* wall-clock steps noticed (per shard) */
 	uint64_t timers;         /* timers created and not yet destroyed */
 	uint64_t batched;        /* firings drained from a sorted burst batch */
 	uint64_t memory_bytes;   /* held for timers, heaps and the batch */
