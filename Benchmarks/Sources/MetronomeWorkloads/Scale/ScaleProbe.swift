@@ -20,15 +20,18 @@ public enum ScaleProbe {
     }
 
     /// Total operations per second of `threads` threads each running `perThread(thread)`:
-    /// the best of ``repeats``, each on threads of its own.
+    /// the best of ``repeats``, each on threads of its own. Thread k runs on the k-th CPU
+    /// this process may use, as a server pins a worker per core, so that no two of them
+    /// ever share a CPU while a third stands idle.
     static func rate(
         threads: Int, operationsPerThread: Int, _ perThread: @escaping @Sendable (Int) -> Void
-    ) throws(SystemCallError) -> Double {
+    ) throws(MeasurementError) -> Double {
+        let cpus = CPUList.allowed?.cpus ?? []
         var best = 0.0
         for _ in 0..<self.repeats {
             let start = MonotonicTime.now()
-            let workers = try (0..<threads).map { thread throws(SystemCallError) in
-                try PosixThread.spawn { perThread(thread) }
+            let workers = try (0..<threads).map { thread throws(MeasurementError) in
+                try PosixThread.spawn(cpu: cpus.isEmpty ? nil : cpus[thread % cpus.count]) { perThread(thread) }
             }
             workers.forEach { $0.join() }
             best = max(best, Double(threads * operationsPerThread) / (Double(MonotonicTime.now() - start) / 1e9))

@@ -27,7 +27,7 @@ public struct SessionsProbe<Session: TouchableSession> {
         (self.name, self.config, self.make) = (name, config, make)
     }
 
-    public func run() throws(SystemCallError) -> SessionsResult {
+    public func run() throws(MeasurementError) -> SessionsResult {
         let n = self.config.values, ops = self.config.operations
         var random = SplitMix64(seed: self.config.seed)
 
