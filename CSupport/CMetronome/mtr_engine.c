@@ -230,6 +230,7 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 	struct mtr_shard *shard = state->shard;
 	uint64_t expirations;
 	ssize_t n;
+	int error = 0;
 
 	(void)what;
 	/* Edge-triggered: every expiry is one event, so the monotonic and
@@ -240,19 +241,29 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 		do {
 			n = read(fd, &expirations, sizeof(expirations));
 		} while (n < 0 && errno == EINTR);
+		if (n < 0)
+			error = errno;
 	} else {
 		n = sizeof(expirations);
 	}
 
 	pthread_mutex_lock(&shard->lock);
+	/* An expiry seen in the same epoll_wait as another shard's, whose
+	 * wake-up has fired this shard's due timers and re-armed its timerfd
+	 * for later since: stale, and the timerfd will wake again. */
+	if (error != ECANCELED &&
+	    state->armed_ns > mtr_clock_read_(state->set.clock)) {
+		pthread_mutex_unlock(&shard->lock);
+		return;
+	}
 	if (n == (ssize_t)sizeof(expirations)) {
 		shard->counters.wakeups++;
-	} else if (n < 0 && errno == ECANCELED) {
+	} else if (error == ECANCELED) {
 		/* The wall clock was set: re-evaluate every wall timer. */
 		shard->counters.clock_steps++;
-	} else if (n < 0 && errno != EAGAIN) {
+	} else if (error != EAGAIN) {
 		fprintf(stderr, "CMetronome: timerfd read: %s\n",
-		    strerror(errno));
+		    strerror(error));
 		abort();
 	}
 	uint64_t fired = 0;

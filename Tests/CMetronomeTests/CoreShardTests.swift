@@ -137,6 +137,31 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// Two timers of two shards due at one instant: one wake-up fires both. The other
+        /// shard's timerfd, expired too, is then stale and wakes nobody.
+        @Test(.timeLimit(.minutes(1)))
+        func aWakeupServesEveryShard() throws {
+            let engine = try Engine(shards: Self.shards)
+            var probes: [Probe] = []
+            // Threads in turn, until two timers live in different shards.
+            for _ in 0..<8 where Set(probes.map { Self.shard(of: $0.id) }).count < 2 {
+                let made = Monitor([Probe]())
+                try PosixThread.spawn { made.update { $0 = (try? engine.makeTimers(1)) ?? [] } }.join()
+                probes += made.read { $0 }
+            }
+            let pair = [probes.first!, probes.first { Self.shard(of: $0.id) != Self.shard(of: probes[0].id) }!]
+            let deadline = Time.monotonic() + 20 * Time.ms
+            for probe in pair { try #require(probe.armOnce(at: deadline) == 0) }
+            #expect(engine.waitFirings(2))
+            #expect(engine.firings.allSatisfy { $0.fired >= deadline })
+            #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > 2 })
+            let counters = engine.counters
+            #expect(counters.wakeups == 1, "\(counters.wakeups) wake-ups for one instant")
+            #expect(counters.coalesced == 1)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
         /// Four threads each cancel repeating timers at random points of their period, at
         /// once: no firing is committed after a cancel returns.
         @Test(.timeLimit(.minutes(1)))
