@@ -153,11 +153,13 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 				return true;
 			}
 			if (queued == NULL) {
-				if (deadline_ns - *now_ns > shard->engine->config.spin_ns)
+				if (deadline_ns - *now_ns >
+				    shard->engine->config.spin_ns)
 					return false;
 				mtr_shard_spin_until_locked_(shard, clock,
 				    deadline_ns);
-				continue; /* the set may have changed meanwhile */
+				/* the set may have changed meanwhile */
+				continue;
 			}
 		}
 		if (queued == NULL)
@@ -300,7 +302,8 @@ mtr_shard_disarm_all_locked_(struct mtr_shard *shard)
 	}
 	struct mtr_batch *batch = &shard->batch;
 	for (uint32_t i = batch->next; i < batch->count; i++) {
-		struct mtr_timer *timer = &shard->timers[batch->entries[i].timer];
+		struct mtr_timer *timer =
+		    &shard->timers[batch->entries[i].timer];
 		if (timer->heap_slot == MTR_IN_BATCH)
 			timer->heap_slot = MTR_NOT_ARMED;
 	}

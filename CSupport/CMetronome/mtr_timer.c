@@ -176,10 +176,12 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 		timer->period_ns = 0;
 		timer->sequence = 0;
 		shard->counters.timers++;
-		if (shard->counters.timers > 2 * (uint64_t)shard->shrink_check_at)
+		if (shard->counters.timers >
+		    2 * (uint64_t)shard->shrink_check_at)
 			shard->shrink_check_at =
 			    (uint32_t)(shard->counters.timers / 2);
-		*out_timer = mtr_timer_id_make_(shard, index, timer->generation);
+		*out_timer = mtr_timer_id_make_(shard, index,
+		    timer->generation);
 	}
 	pthread_mutex_unlock(&shard->lock);
 	return rc;
@@ -263,13 +265,14 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	else if (shard->stopping)
 		rc = ESHUTDOWN;
 	else if (out_renamed != NULL && timer->generation > UINT32_MAX - 2)
-		rc = ERANGE; /* the next name would wrap onto the slot's first */
+		rc = ERANGE; /* the next name would wrap to the slot's first */
 	else
 		rc = mtr_timer_arm_locked_(shard, timer, slot, clock,
 		    deadline_ns, period_ns, leeway_ns);
 	if (rc == 0 && out_renamed != NULL) {
 		timer->generation += 2;
-		*out_renamed = mtr_timer_id_make_(shard, slot, timer->generation);
+		*out_renamed = mtr_timer_id_make_(shard, slot,
+		    timer->generation);
 		if (shard->running == id)
 			shard->running = *out_renamed;
 	}
@@ -392,6 +395,34 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 	return timer != NULL ? 0 : EINVAL;
 }
 
+/* Ages one shard: its arm order by @arms, its free slots by @reuses. */
+static void
+mtr_shard_age_locked_(struct mtr_shard *shard, uint64_t arms, uint32_t reuses)
+{
+	while (arms > 0) {
+		/* Up to the renumbering point in one step, then one real
+		 * arm, which renumbers as it would in use. */
+		uint64_t room = shard->next_order < MTR_ORDER_RENUMBER_AT ?
+		    MTR_ORDER_RENUMBER_AT - shard->next_order : 0;
+		uint64_t step = arms < room ? arms : room;
+		shard->next_order += (uint32_t)step;
+		arms -= step;
+		if (arms > 0) {
+			(void)mtr_queue_next_order_locked_(shard);
+			arms--;
+		}
+	}
+	/* A free slot ages up to its last generation, never past it. */
+	for (uint32_t i = 0; i < shard->timer_high_water; i++) {
+		struct mtr_timer *timer = &shard->timers[i];
+		if ((timer->generation & 1) != 0 || timer->generation == 0)
+			continue;
+		uint64_t aged = (uint64_t)timer->generation + 2 * (uint64_t)reuses;
+		timer->generation = aged < UINT32_MAX ? (uint32_t)aged :
+		    UINT32_MAX - 1;
+	}
+}
+
 /* Ages every shard alike. */
 int
 mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
@@ -400,38 +431,10 @@ mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
 		pthread_mutex_lock(&shard->lock);
-		if (shard->stopping) {
+		if (shard->stopping)
 			rc = ESHUTDOWN;
-		} else {
-			uint64_t left = arms;
-			while (left > 0) {
-				/* Up to the renumbering point in one step, then
-				 * one real arm, which renumbers as it would in
-				 * use. */
-				uint64_t room = shard->next_order <
-				    MTR_ORDER_RENUMBER_AT ? MTR_ORDER_RENUMBER_AT -
-				    shard->next_order : 0;
-				uint64_t step = left < room ? left : room;
-				shard->next_order += (uint32_t)step;
-				left -= step;
-				if (left > 0) {
-					(void)mtr_queue_next_order_locked_(shard);
-					left--;
-				}
-			}
-			/* A free slot ages up to its last generation, never
-			 * past it. */
-			for (uint32_t i = 0; i < shard->timer_high_water; i++) {
-				struct mtr_timer *timer = &shard->timers[i];
-				if ((timer->generation & 1) != 0 ||
-				    timer->generation == 0)
-					continue;
-				uint64_t aged = (uint64_t)timer->generation +
-				    2 * (uint64_t)reuses;
-				timer->generation = aged < UINT32_MAX ?
-				    (uint32_t)aged : UINT32_MAX - 1;
-			}
-		}
+		else
+			mtr_shard_age_locked_(shard, arms, reuses);
 		pthread_mutex_unlock(&shard->lock);
 	}
 	return rc;
