@@ -252,8 +252,10 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_lock(&shard->lock);
 	/* An expiry seen in the same epoll_wait as another shard's, whose
 	 * wake-up has fired this shard's due timers and re-armed its timerfd
-	 * for later since: stale, and the timerfd will wake again. */
-	if (error != ECANCELED &&
+	 * for later since: stale, and the timerfd will wake again. Only that
+	 * pass re-arms an expired timerfd, so one shard skips the clock read. */
+	mtr_engine *engine = shard->engine;
+	if (engine->shard_count > 1 && error != ECANCELED &&
 	    state->armed_ns > mtr_clock_read_(state->set.clock)) {
 		pthread_mutex_unlock(&shard->lock);
 		return;
@@ -276,7 +278,6 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 	/* The wake-up serves every shard: each fires what is due on this
 	 * clock and re-arms for the rest, so that the shards' wake-ups
 	 * together stab all their windows as greedily as one heap's would. */
-	mtr_engine *engine = shard->engine;
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *other = &engine->shards[s];
 		if (other == shard)

@@ -222,20 +222,22 @@ mtr_timer_arm_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
 }
 
 /*
- * Locks the shard of @id and finds its timer there: the shard is returned
- * locked even when the timer is NULL (a stale id), and NULL only for an id
- * that names no shard.
+ * Locks the shard of the live timer @id names and finds the timer there;
+ * NULL, with nothing locked, for an id that is stale or names no shard.
  */
 static struct mtr_shard *
 mtr_timer_lock_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
     struct mtr_timer **out_timer)
 {
 	struct mtr_shard *shard = mtr_shard_of_(engine, id, slot);
-	*out_timer = NULL;
 	if (shard == NULL)
 		return NULL;
 	pthread_mutex_lock(&shard->lock);
 	*out_timer = mtr_timer_lookup_locked_(shard, *slot, id);
+	if (*out_timer == NULL) {
+		pthread_mutex_unlock(&shard->lock);
+		return NULL;
+	}
 	return shard;
 }
 
@@ -260,9 +262,7 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
 	if (shard == NULL)
 		return EINVAL;
-	if (timer == NULL)
-		rc = EINVAL;
-	else if (shard->stopping)
+	if (shard->stopping)
 		rc = ESHUTDOWN;
 	else if (out_renamed != NULL && timer->generation > UINT32_MAX - 2)
 		rc = ERANGE; /* the next name would wrap to the slot's first */
@@ -316,10 +316,9 @@ mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
 	if (shard == NULL)
 		return EINVAL;
-	if (timer != NULL)
-		mtr_queue_remove_locked_(shard, timer);
+	mtr_queue_remove_locked_(shard, timer);
 	pthread_mutex_unlock(&shard->lock);
-	return timer != NULL ? 0 : EINVAL;
+	return 0;
 }
 
 int
@@ -331,13 +330,12 @@ mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
 	if (shard == NULL)
 		return EINVAL;
-	if (timer != NULL)
-		mtr_queue_remove_locked_(shard, timer);
+	mtr_queue_remove_locked_(shard, timer);
 	/* On the firing thread nothing else of ours can be running, and
 	 * waiting for ourselves would never end. The wait holds the engine:
 	 * a callback may destroy it meanwhile, and then this thread, not the
 	 * firing one, may be the last to let go and free it. */
-	if (timer != NULL && shard->running == id &&
+	if (shard->running == id &&
 	    !pthread_equal(pthread_self(), engine->thread)) {
 		atomic_fetch_add(&engine->holds, 1);
 		shard->sync_waiters++;
@@ -349,7 +347,7 @@ mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 	pthread_mutex_unlock(&shard->lock);
 	if (free_now)
 		mtr_engine_free_(engine);
-	return timer != NULL ? 0 : EINVAL;
+	return 0;
 }
 
 int
@@ -362,37 +360,33 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
 	if (shard == NULL)
 		return EINVAL;
-	if (timer != NULL) {
-		mtr_queue_remove_locked_(shard, timer);
-		if (shard->running == id) {
-			/* The firing thread holds the context for the running
-			 * callback and releases it when that returns. */
-			shard->release_running = true;
-			shard->released_context = timer->context;
-		} else {
-			release = timer->context;
-			must_release = true;
-		}
-		timer->context = NULL;
-		/* Now even: free. At 0 the generations are spent and the slot
-		 * is retired: reused, it would bring back the ids of its
-		 * first life. */
-		if (++timer->generation != 0) {
-			timer->heap_slot = shard->free_head;
-			shard->free_head = slot;
-		}
-		shard->counters.timers--;
-		if (shard->counters.timers <= shard->shrink_check_at &&
-		    !shard->stopping) {
-			mtr_timer_shrink_locked_(shard);
-			shard->shrink_check_at =
-			    (uint32_t)(shard->counters.timers / 2);
-		}
+	mtr_queue_remove_locked_(shard, timer);
+	if (shard->running == id) {
+		/* The firing thread holds the context for the running callback
+		 * and releases it when that returns. */
+		shard->release_running = true;
+		shard->released_context = timer->context;
+	} else {
+		release = timer->context;
+		must_release = true;
+	}
+	timer->context = NULL;
+	/* Now even: free. At 0 the generations are spent and the slot is
+	 * retired: reused, it would bring back the ids of its first life. */
+	if (++timer->generation != 0) {
+		timer->heap_slot = shard->free_head;
+		shard->free_head = slot;
+	}
+	shard->counters.timers--;
+	if (shard->counters.timers <= shard->shrink_check_at &&
+	    !shard->stopping) {
+		mtr_timer_shrink_locked_(shard);
+		shard->shrink_check_at = (uint32_t)(shard->counters.timers / 2);
 	}
 	pthread_mutex_unlock(&shard->lock);
 	if (must_release && engine->config.on_release != NULL)
 		engine->config.on_release(release);
-	return timer != NULL ? 0 : EINVAL;
+	return 0;
 }
 
 /* Ages one shard: its arm order by @arms, its free slots by @reuses. */

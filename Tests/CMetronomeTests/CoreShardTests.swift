@@ -63,6 +63,31 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// The most shards an engine takes, with more threads than shards: every thread's
+        /// timer fires once, never early, and the shards' tickets wrap around.
+        @Test(.timeLimit(.minutes(1)))
+        func theMostShardsServeMoreThreadsThanShards() throws {
+            let shards = UInt32(MTR_SHARDS_MAX)
+            let engine = try Engine(shards: shards)
+            var probes: [Probe] = []
+            for _ in 0..<(Int(shards) + 6) {
+                let made = Monitor([Probe]())
+                try PosixThread.spawn { made.update { $0 = (try? engine.makeTimers(1)) ?? [] } }.join()
+                probes += made.read { $0 }
+            }
+            try #require(probes.count == Int(shards) + 6)
+            #expect(probes.allSatisfy { Self.shard(of: $0.id) < shards })
+            #expect(Set(probes.map { Self.shard(of: $0.id) }).count > Int(shards) / 2, "threads did not spread")
+            let deadline = Time.monotonic() + 10 * Time.ms
+            for probe in probes { try #require(probe.armOnce(at: deadline) == 0) }
+            #expect(engine.waitFirings(probes.count))
+            #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > probes.count })
+            #expect(engine.firings.allSatisfy { $0.fired >= deadline })
+            #expect(Set(engine.firings.map(\.probe)).count == probes.count)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
         /// Ids naming a shard the engine does not have, or a slot its shard never handed
         /// out, are refused by every call.
         @Test func idsOfMissingShardsAreRefused() throws {
