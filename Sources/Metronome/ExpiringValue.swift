@@ -1,12 +1,11 @@
-import Synchronization
-
 /// A value that expires after a lifetime without use: a time-limited container.
 ///
 /// A ``touch()`` only records the new expiry instant in one atomic word: no lock, no
 /// allocation and no call into the engine, so touching on every request costs about a clock
 /// read. The container's one timer stays armed for the expiry it last saw; when it fires
 /// before the recorded expiry (the value was touched meanwhile), it re-arms itself for the
-/// rest of the lifetime.
+/// rest of the lifetime. The container is two small objects and its arming, with no lock,
+/// no handler closure and no ``SafeDispatchTimer`` of its own.
 ///
 /// A touch racing the expiry resolves one way only, because both change the same word: the
 /// expiry replaces the instant it found past with an "expired" mark, and only if no touch
@@ -33,47 +32,24 @@ import Synchronization
 /// }
 /// ```
 public final class ExpiringValue<Value: Sendable>: Sendable {
-    // What a touch reads comes first, beside the object header: with a million values a
-    // touch is a cache miss on its value, and these fields then share that miss; the value,
-    // of any size, comes last.
-
-    /// The instant the value expires, in nanoseconds on the monotonic clock as the backend
-    /// reads it, or ``ended`` once it expired or was invalidated. It only moves later, and
-    /// ``ended`` is final.
-    private let expiry: Atomic<Int64>
-
-    /// The mark for "expired or invalidated"; no expiry reaches it, as a lifetime is never
-    /// negative.
-    private static var ended: Int64 { .min }
-
-    private let lifetimeNanoseconds: Int64
-
-    /// Reads the backend's monotonic clock: virtual time on a test double.
-    private let now: @Sendable () -> Int64
-
-    private let timer: SafeDispatchTimer
-
-    private let onExpiry: @Sendable (Value) -> Void
-
-    /// Read only while ``expiry`` is not ended, and then by whoever ended it: immutable, so
-    /// reading it takes no lock. Held until the container is released.
-    private let content: Value
+    /// Held by the backend too while armed; this container's release ends it.
+    private let timer: ExpiryTimer<Value>
 
     /// How long the value lives after creation or its last ``touch()``: the lifetime given,
     /// with a negative one counted as zero and one past `Int64` nanoseconds (about 292
     /// years) cut to that.
     public var lifetime: Duration {
-        .nanoseconds(self.lifetimeNanoseconds)
+        .nanoseconds(self.timer.lifetimeNanoseconds)
     }
 
     /// What the expiry timer runs on.
     public var backend: SafeDispatchTimer.Backend {
-        self.timer.backend
+        SafeDispatchTimer.Backend(self.timer.firing)
     }
 
     /// The engine the expiry timer runs on; `nil` when ``backend`` is not an engine.
     public var engine: TimerEngine? {
-        self.backend.engine
+        self.timer.firing as? TimerEngine
     }
 
     /// Stores `value` and starts its lifetime, with its expiry timer on `engine`.
@@ -115,40 +91,27 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
         backend: SafeDispatchTimer.Backend = .engine(.shared),
         onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
-        let lifetimeNanoseconds = max(lifetime, .zero).saturatingNanoseconds
-        let now: @Sendable () -> Int64
-        switch backend {
-        case .custom(let timeline): now = { timeline.now(.monotonic) }
-        // No capture: a touch on a real clock calls no context and allocates none.
-        case .engine, .dispatch: now = { TimerClock.monotonic.now().nanoseconds }
-        }
-        let expiry = now().addingSaturating(lifetimeNanoseconds)
-        self.expiry = Atomic(expiry)
-        self.content = value
-        self.lifetimeNanoseconds = lifetimeNanoseconds
-        self.now = now
-        self.timer = SafeDispatchTimer(queue: nil, backend: backend, clock: .monotonic)
-        self.onExpiry = onExpiry
-        self.timer.schedule(at: TimerInstant(nanoseconds: expiry), every: self.period) { [weak self] tick in
-            self?.fired(at: tick.fired.nanoseconds)
-        }
+        self.timer = ExpiryTimer(
+            value,
+            lifetimeNanoseconds: max(lifetime, .zero).saturatingNanoseconds,
+            firing: backend.firing,
+            onExpiry: onExpiry
+        )
+        self.timer.start()
     }
 
-    /// Repeating, so that a firing that finds the value touched can move the same timer (a
-    /// one-shot that fired can only be scheduled again, with a new handler). The period is
-    /// only a fallback: each firing re-arms for the recorded expiry or ends the value.
-    private var period: Duration {
-        .nanoseconds(max(self.lifetimeNanoseconds, 1))
+    deinit {
+        _ = self.timer.end()
     }
 
     /// The value, or `nil` once it has expired or was invalidated.
     public var value: Value? {
-        self.isExpired ? nil : self.content
+        self.timer.isExpired ? nil : self.timer.content
     }
 
     /// Whether the value has expired or was invalidated.
     public var isExpired: Bool {
-        self.expiry.load(ordering: .relaxed) == Self.ended
+        self.timer.isExpired
     }
 
     /// Starts a new lifetime from now.
@@ -160,22 +123,7 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     ///   `false` if it had already expired or was invalidated, in which case nothing changes.
     @discardableResult
     public func touch() -> Bool {
-        let expiry = self.now().addingSaturating(self.lifetimeNanoseconds)
-        var recorded = self.expiry.load(ordering: .relaxed)
-        // Every change to the word is a compare-exchange against what was read, so an end
-        // that slipped in between makes the exchange fail instead of being overwritten.
-        while recorded != Self.ended {
-            // A concurrent touch that read the clock later already covers this one.
-            if recorded >= expiry { return true }
-            let (exchanged, current) = self.expiry.compareExchange(
-                expected: recorded,
-                desired: expiry,
-                ordering: .relaxed
-            )
-            if exchanged { return true }
-            recorded = current
-        }
-        return false
+        self.timer.touch()
     }
 
     /// Ends the value without calling `onExpiry` and disarms the timer.
@@ -183,33 +131,6 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     /// - Returns: The value, or `nil` if it had already expired or was invalidated.
     @discardableResult
     public func invalidate() -> Value? {
-        guard self.expiry.exchange(Self.ended, ordering: .relaxed) != Self.ended else { return nil }
-        self.timer.cancel()
-        return self.content
-    }
-
-    /// A firing of the timer; `now` is when it fired, never later than the present, so a
-    /// decision to end on it cannot be early.
-    private func fired(at now: Int64) {
-        var recorded = self.expiry.load(ordering: .relaxed)
-        while recorded != Self.ended {
-            if now < recorded {
-                // Touched since the timer was armed: wait for the rest on the same timer. A
-                // touch meanwhile only moves the expiry later, which the next firing sees.
-                self.timer.reschedule(at: TimerInstant(nanoseconds: recorded), every: self.period)
-                return
-            }
-            let (exchanged, current) = self.expiry.compareExchange(
-                expected: recorded,
-                desired: Self.ended,
-                ordering: .relaxed
-            )
-            if exchanged {
-                self.timer.cancel()
-                self.onExpiry(self.content)
-                return
-            }
-            recorded = current
-        }
+        self.timer.end() ? self.timer.content : nil
     }
 }

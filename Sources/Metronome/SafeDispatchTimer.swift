@@ -81,6 +81,17 @@ public final class SafeDispatchTimer: Sendable {
             case .custom(let backend): BackendFiring(backend)
             }
         }
+
+        /// The backend `firing` stands for, as the caller named it.
+        init(_ firing: any TimerFiring) {
+            if let engine = firing as? TimerEngine {
+                self = .engine(engine)
+            } else if let backend = (firing as? BackendFiring)?.backend, !(backend is DispatchBackend) {
+                self = .custom(backend)
+            } else {
+                self = .dispatch
+            }
+        }
     }
 
     private let core: TimerCore

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Metronome
 import MetronomeTesting
 import Testing
@@ -158,6 +159,72 @@ struct ExpiringValueTests {
         print("touch won \(touchWins) of \(total) races")
     }
 
+    /// Ends racing re-arms: values touched so that their firings keep moving the timer,
+    /// ended from their thread at random moments by an invalidate or a release, on a seam
+    /// that moves in place (the engine) and on one that arms anew (GCD). No arming outlives
+    /// its value, nothing expires after an invalidate that won, nothing twice, and every
+    /// value is freed.
+    @Test(.timeLimit(.minutes(2)), arguments: [false, true])
+    func endsRacingRearmsLeaveNothingBehind(onDispatch: Bool) async throws {
+        let engine = self.engine
+        let backend: SafeDispatchTimer.Backend = onDispatch ? .dispatch : .engine(engine)
+        let workers = 4
+        let valuesPerWorker = onDispatch ? 1_000 : 5_000
+        let total = workers * valuesPerWorker
+        let expiries = Recorder<Int>()
+        let invalidated = Recorder<[Int]>()
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            var won: [Int] = []
+            for index in 0..<valuesPerWorker {
+                let id = worker * valuesPerWorker + index
+                let lifetime = Duration.nanoseconds(Int.random(in: 20_000...200_000))
+                let value = ExpiringValue(TrackedValue(id), lifetime: lifetime, backend: backend) {
+                    expiries.append($0.id)
+                }
+                for _ in 0..<Int.random(in: 0...3) {
+                    spin(for: .nanoseconds(Int.random(in: 0...150_000)))
+                    _ = value.touch()
+                }
+                if Bool.random(), value.invalidate() != nil { won.append(id) }
+                // Released here otherwise, as the loop moves on.
+            }
+            invalidated.append(won)
+        }
+        #expect(await eventually(timeout: .seconds(30)) { TrackedValue.live == 0 }, "\(TrackedValue.live) values never freed")
+        if !onDispatch { #expect(engine.counters.armed == 0) }
+        let expired = expiries.entries
+        #expect(Set(expired).count == expired.count, "a value expired twice")
+        let wonByInvalidate = Set(invalidated.entries.joined())
+        #expect(wonByInvalidate.isDisjoint(with: expired), "a value expired after an invalidate won")
+        #expect(expired.count + wonByInvalidate.count <= total)
+        print("\(expired.count) expired, \(wonByInvalidate.count) invalidated, the rest released, of \(total)")
+    }
+
+    /// An engine shut down under live values that keep re-arming, while their threads
+    /// touch, invalidate and release them: nothing crashes, and every value is freed.
+    @Test(.timeLimit(.minutes(1)))
+    func shutdownUnderLiveValuesFreesThemAll() throws {
+        let engine = try makeEngine()
+        let workers = 4
+        DispatchQueue.concurrentPerform(iterations: workers + 1) { worker in
+            guard worker < workers else {
+                spin(for: .milliseconds(5))
+                engine.shutdown()
+                return
+            }
+            var values: [ExpiringValue<TrackedValue>] = []
+            for index in 0..<10_000 {
+                let lifetime = Duration.nanoseconds(Int.random(in: 10_000...100_000))
+                values.append(ExpiringValue(TrackedValue(index), lifetime: lifetime, engine: engine))
+                values.randomElement()?.touch()
+                if Bool.random() { values.randomElement()?.invalidate() }
+                if index % 3 == 0 { values.removeFirst() }
+            }
+        }
+        #expect(engine.counters.armed == 0)
+        #expect(eventually { TrackedValue.live == 0 }, "\(TrackedValue.live) values never freed")
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func hugeLifetimeStaysArmedUntilInvalidated() {
         let expiries = Recorder<Int>()
@@ -290,5 +357,23 @@ struct ExpiringValueVirtualTimeTests {
         container.append(value)
         self.timeline.advance(by: .seconds(1))
         #expect(seen.entries == ["touch false, value nil, expired true"])
+    }
+}
+
+/// A value that counts its live instances, so a test sees every container freed.
+final class TrackedValue: Sendable {
+    private static let count = Atomic(0)
+
+    static var live: Int { count.load(ordering: .relaxed) }
+
+    let id: Int
+
+    init(_ id: Int) {
+        self.id = id
+        Self.count.add(1, ordering: .relaxed)
+    }
+
+    deinit {
+        Self.count.subtract(1, ordering: .relaxed)
     }
 }

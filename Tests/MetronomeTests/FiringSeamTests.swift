@@ -116,4 +116,59 @@ final class FiringSeamTests: Sendable {
         self.backend.timeline.advance(by: .seconds(60))
         #expect(self.fired.load(ordering: .relaxed) == 1, "a cancelled arming ran the handler")
     }
+
+    // MARK: ExpiringValue, which keeps its arming on the seam itself
+
+    func makeValue(lifetime: Duration) -> ExpiringValue<String> {
+        ExpiringValue("session", lifetime: lifetime, backend: .custom(self.backend)) { _ in
+            self.fired.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// A re-arm the backend refuses leaves the value without a timer, as on an engine shut
+    /// down: it lives, touchable, until it is ended, and nothing stays armed.
+    @Test func aRefusedRearmLeavesTheValueUntilEnded() {
+        let value = self.makeValue(lifetime: .seconds(10))
+        self.backend.timeline.advance(by: .seconds(5))
+        #expect(value.touch())
+        self.backend.refuses.store(true, ordering: .relaxed)
+        self.backend.timeline.advance(by: .seconds(5))
+        #expect(self.backend.timeline.armedCount == 0)
+        self.backend.timeline.advance(by: .seconds(60))
+        #expect(value.touch())
+        #expect(value.value == "session")
+        #expect(value.invalidate() == "session")
+        #expect(self.fired.load(ordering: .relaxed) == 0)
+    }
+
+    /// A backend that fires from inside `arm`: the first firing and a re-arm's both find
+    /// their arming current, and the value ends once, at its expiry.
+    @Test func firingsDuringArmingFindTheirArming() {
+        self.backend.firesWhileArming.store(true, ordering: .relaxed)
+        let value = self.makeValue(lifetime: .seconds(1))
+        // Its first firing came at its own deadline, from inside `arm`, and ended it.
+        #expect(value.isExpired)
+        #expect(self.fired.load(ordering: .relaxed) == 1)
+        #expect(self.backend.timeline.armedCount == 0)
+        self.backend.timeline.advance(by: .seconds(10))
+        #expect(self.fired.load(ordering: .relaxed) == 1)
+    }
+
+    /// Armings whose disarm did nothing keep firing: a value drops them as stale, so it
+    /// re-arms once per firing of its current arming, ends once, and nothing fires for it
+    /// after an invalidation.
+    @Test func firingsOfDisarmedArmingsAreDropped() {
+        self.backend.ignoresDisarm.store(true, ordering: .relaxed)
+        let expiring = self.makeValue(lifetime: .seconds(1))
+        let invalidated = self.makeValue(lifetime: .seconds(1))
+        for _ in 0..<5 {
+            self.backend.timeline.advance(by: .milliseconds(500))
+            #expect(expiring.touch())
+            #expect(invalidated.touch())
+        }
+        #expect(invalidated.invalidate() == "session")
+        self.backend.timeline.advance(by: .seconds(60))
+        #expect(expiring.isExpired)
+        #expect(self.fired.load(ordering: .relaxed) == 1)
+    }
 }

@@ -51,11 +51,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// The backend this core fires on, as the caller named it.
     var backend: SafeDispatchTimer.Backend {
-        if let engine = self.firing as? TimerEngine { return .engine(engine) }
-        guard let backend = (self.firing as? BackendFiring)?.backend, !(backend is DispatchBackend) else {
-            return .dispatch
-        }
-        return .custom(backend)
+        SafeDispatchTimer.Backend(self.firing)
     }
 
     /// The schedule of a running or suspended timer, otherwise `nil`.
