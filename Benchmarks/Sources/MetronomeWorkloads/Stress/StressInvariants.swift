@@ -11,7 +11,9 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
     case whileSuspended = "while_suspended"
     /// More than one handler of the old schedule started after `reschedule` returned `true`.
     case afterReschedule = "after_reschedule"
-    /// The handler's own `CLOCK_MONOTONIC` reading was before `tick.scheduled`.
+    /// The handler's own `CLOCK_MONOTONIC` reading was before `tick.scheduled`; for an
+    /// `ExpiringValue`, it expired before its lifetime had passed since its creation or
+    /// last successful touch.
     case early = "early"
     /// `tick.scheduled` is no deadline (nor grid point) the timer was ever given.
     case offSchedule = "off_schedule"
@@ -46,6 +48,10 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
     case forkedChild = "forked_child"
     /// An engine's firing thread was still running after every timer and engine was dropped.
     case enginesAlive = "engines_alive_at_end"
+    /// An `ExpiringValue` ran its expiry more than once.
+    case expiredTwice = "expired_twice"
+    /// An `ExpiringValue` expired although an `invalidate()` of it returned the value.
+    case expiredAfterInvalidate = "expired_after_invalidate"
 
     /// What the row of the violations table says.
     var summary: String {
@@ -54,7 +60,7 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
         case .afterCancel: "handler after cancel returned (beyond in-flight)"
         case .whileSuspended: "handler while suspended (beyond in-flight)"
         case .afterReschedule: "old schedule after reschedule (beyond in-flight)"
-        case .early: "handler before its deadline"
+        case .early: "handler or expiry before its deadline"
         case .offSchedule: "tick for a deadline never armed"
         case .oneShotTwice: "one-shot fired twice"
         case .missedVersusLateness: "missed inconsistent with lateness"
@@ -71,6 +77,8 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
         case .stall: "no progress (hang)"
         case .forkedChild: "forked child failed"
         case .enginesAlive: "engines alive at the end"
+        case .expiredTwice: "value expired twice"
+        case .expiredAfterInvalidate: "value expired after invalidate() won"
         }
     }
 }

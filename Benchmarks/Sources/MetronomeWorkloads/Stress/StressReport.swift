@@ -31,12 +31,12 @@ public struct StressResult: Codable, Sendable {
         }
     }
 
-    /// `engine`, `dispatch`, `scheduler`, `lifecycle`, or `all` for the sum.
+    /// A subject's name from `StressSubjects.names`, or `all` for the sum.
     public var backend: String
     public var operations: Int
     public var operationsPerSecond: Double
     public var operationsByKind: [String: Int]
-    /// Handler entries (for the scheduler: `executed` events).
+    /// Handler entries (for the scheduler: `executed` events; for expiring values: expiries).
     public var handlerEntries: Int
     public var oneShotFirings: Int?
     public var repeatingTicks: Int?

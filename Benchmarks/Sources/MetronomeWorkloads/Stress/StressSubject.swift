@@ -1,9 +1,9 @@
 import MetronomeMeasurements
 
 /// Something `metronome stress` hammers from many threads: a pool of timers on one backend,
-/// the id scheduler, or engines' lifecycles.
+/// the id scheduler, a pool of expiring values, or engines' lifecycles.
 public protocol StressSubject: Sendable {
-    /// The row name: `engine`, `dispatch`, `scheduler` or `lifecycle`.
+    /// The row name, one of `StressSubjects.names`.
     var name: String { get }
 
     /// The operations ``step(_:)`` may perform, indexed by its return value.

@@ -3,7 +3,7 @@ import Metronome
 /// The subjects `metronome stress` can run, by the names its `--backends` option takes.
 public enum StressSubjects {
     /// Every subject's name, in the order the CLI lists them.
-    public static let names = ["engine", "sharded-engine", "dispatch", "scheduler", "lifecycle"]
+    public static let names = ["engine", "sharded-engine", "dispatch", "scheduler", "expiring-value", "lifecycle"]
 
     /// Shards of the `sharded-engine` subject's engine: more than this machine's cores, so
     /// that the stress threads' timers spread over several and every operation may cross
@@ -18,7 +18,8 @@ public enum StressSubjects {
     ///
     /// - Parameters:
     ///   - names: Names from ``names``; an unknown one is a programming error.
-    ///   - timers: Timers in each pool of `SafeDispatchTimer`s.
+    ///   - timers: Timers in each pool of `SafeDispatchTimer`s, and values in the pool of
+    ///     `ExpiringValue`s.
     ///   - violations: Where the subjects record what they see broken.
     /// - Throws: `TimerError` when an engine cannot be created.
     public static func make(_ names: [String], timers: Int, violations: StressViolations) throws -> [any StressSubject] {
@@ -34,6 +35,8 @@ public enum StressSubjects {
                 return StressTimerPool(name: name, backend: .dispatch, engine: nil, timers: timers, violations: violations)
             case "scheduler":
                 return StressSchedulerPool(engine: try TimerEngine(), violations: violations)
+            case "expiring-value":
+                return StressExpiringPool(engine: try TimerEngine(), values: timers, violations: violations)
             case "lifecycle":
                 return try StressLifecycleSubject(violations: violations)
             default:

@@ -4,8 +4,8 @@ import MetronomeMeasurements
 import MetronomeWorkloads
 
 /// `metronome stress`: random operations from many threads on pools of `SafeDispatchTimer`s
-/// (engine and GCD backends) and on `TimerScheduler` ids, under load, with the library's
-/// guarantees checked at every handler entry and at the end.
+/// (engine and GCD backends), on `TimerScheduler` ids and on `ExpiringValue`s, under load,
+/// with the library's guarantees checked at every handler entry and at the end.
 ///
 /// Checked as it runs: no handler after `cancelAndWait()` returned; at most the one in-flight
 /// handler after `cancel()`, `suspend()` or `reschedule` returned `true`; none before its
@@ -13,7 +13,8 @@ import MetronomeWorkloads
 /// ticks whose `missed` matches their lateness and whose sequence advances by `missed + 1`;
 /// handlers of one timer never overlapping. At the end: every handler context released, the
 /// engines' counters consistent with what handlers saw and nothing left armed, and every
-/// scheduler id with exactly one terminal event. Exits with status 1 on any violation.
+/// scheduler id with exactly one terminal event, and every value expired at most once, never
+/// early and never after an invalidation that won. Exits with status 1 on any violation.
 struct StressCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stress",
@@ -34,7 +35,7 @@ struct StressCommand: ParsableCommand {
     @Option(help: "Busy threads started for the run (default: twice the CPU count); at most 8 per CPU.")
     var load: Int?
 
-    @Option(help: "Timers in each backend's pool, 1 to 100000.")
+    @Option(help: "Timers in each backend's pool (and values in the expiring-value pool), 1 to 100000.")
     var timers: Int = 64
 
     @Option(help: "Subjects, comma-separated: \(StressSubjects.names.joined(separator: ", ")).")
@@ -83,6 +84,7 @@ struct StressCommand: ParsableCommand {
                 "handler-side operations: ~4% cancel, 1% cancelAndWait, 3% reschedule, 2% drop their own timer, 1% spin ≤ 0.2 ms",
                 "one-shots 0–3 ms ahead, periods 0.5–3 ms, leeway 0; 40% of pooled timers repeat",
                 "a race the shadow cannot order (overlapping arming calls) is not checked, never reported",
+                "expiring-value: lifetimes 0–3 ms; create 20%, touch 50%, invalidate 10%, read 10%, release 10%",
                 "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 20 forked children",
             ] + (StressSubjects.forksChildren ? [] : ["lifecycle: no forks under ThreadSanitizer"])
             + violations.examples.map { "violation: \($0)" }
