@@ -156,7 +156,7 @@ struct CLISmokeTests {
         for row in rows {
             #expect(
                 Set(row.keys).isSuperset(of: [
-                    "add_cancel_per_s", "reschedule_per_s", "bytes_per_timer", "fires_per_s", "out_of_order", "early",
+                    "add_cancel_per_s", "reschedule_per_s", "reschedule_later_per_s", "bytes_per_timer", "fires_per_s", "out_of_order", "early",
                 ]))
             #expect(row["fired"] as? Int == row["timers"] as? Int, "\(row)")
             #expect(row["out_of_order"] as? Int == 0, "\(row)")

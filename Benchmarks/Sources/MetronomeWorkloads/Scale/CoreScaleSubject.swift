@@ -59,6 +59,11 @@ public struct CoreScaleSubject: ScaleSubject {
             let id = ids[Int(random.next(below: Int64(n)))]
             _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, ScaleProbe.farDeadline(&random, base: base), 0)
         }
+        var later = ScaleProbe.LaterDeadlines(base: base)
+        let rescheduleLater = ScaleProbe.rate(ops) { _ in
+            let id = ids[Int(random.next(below: Int64(n)))]
+            _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, later.next(), 0)
+        }
 
         // Fire phase: the same timers re-armed to fall due within the window.
         let first = ScaleProbe.fireStart(timers: n, armingRate: reschedule)
@@ -68,7 +73,7 @@ public struct CoreScaleSubject: ScaleSubject {
         }
         log.waitUntilComplete(timeoutSeconds: 60)
         return ScaleProbe.result(
-            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule,
+            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule, later: rescheduleLater,
             bytes: bytes, log: log, firstDeadline: first)
     }
 }

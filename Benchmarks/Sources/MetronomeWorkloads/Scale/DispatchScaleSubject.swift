@@ -35,6 +35,11 @@ public struct DispatchScaleSubject: ScaleSubject {
             let deadline = UInt64(ScaleProbe.farDeadline(&random, base: base))
             sources[Int(random.next(below: Int64(n)))].schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
         }
+        var later = ScaleProbe.LaterDeadlines(base: base)
+        let rescheduleLater = ScaleProbe.rate(ops) { _ in
+            let deadline = DispatchTime(uptimeNanoseconds: UInt64(later.next()))
+            sources[Int(random.next(below: Int64(n)))].schedule(deadline: deadline)
+        }
         sources.forEach { $0.cancel() }
 
         let first = ScaleProbe.fireStart(timers: n, armingRate: addCancel)
@@ -44,7 +49,7 @@ public struct DispatchScaleSubject: ScaleSubject {
         log.waitUntilComplete(timeoutSeconds: 120)
         sources.forEach { $0.cancel() }
         return ScaleProbe.result(
-            self.name, timers: n, addCancel: addCancel, allCores: nil, reschedule: reschedule,
+            self.name, timers: n, addCancel: addCancel, allCores: nil, reschedule: reschedule, later: rescheduleLater,
             bytes: bytes, log: log, firstDeadline: first)
     }
 }

@@ -69,14 +69,29 @@ public enum ScaleProbe {
         base + 3_600_000_000_000 + random.next(below: 3_600_000_000_000)
     }
 
+    /// Deadlines that only move later, as an idle timeout's do when each request pushes it
+    /// to now + lifetime: each one past every ``farDeadline(_:base:)`` and every earlier one.
+    struct LaterDeadlines {
+        private var last: Int64
+
+        init(base: Int64) {
+            self.last = base + 7_200_000_000_000
+        }
+
+        mutating func next() -> Int64 {
+            self.last += 1
+            return self.last
+        }
+    }
+
     static func result(
-        _ name: String, timers: Int, addCancel: Double, allCores: Double?, reschedule: Double?,
+        _ name: String, timers: Int, addCancel: Double, allCores: Double?, reschedule: Double?, later: Double?,
         bytes: Double, log: FireLog, firstDeadline: Int64
     ) -> ScaleResult {
         let summary = log.summary(firstDeadlineNanoseconds: firstDeadline)
         return ScaleResult(
             backend: name, timers: timers, addCancelPerSecond: addCancel, addCancelPerSecondAllCores: allCores,
-            reschedulePerSecond: reschedule, bytesPerTimer: bytes, fired: summary.latency.samples,
+            reschedulePerSecond: reschedule, rescheduleLaterPerSecond: later, bytesPerTimer: bytes, fired: summary.latency.samples,
             firesPerSecond: summary.firesPerSecond, outOfOrder: summary.outOfOrder,
             early: summary.latency.early, p50LatenessMicroseconds: summary.latency.p50Microseconds,
             p99LatenessMicroseconds: summary.latency.p99Microseconds

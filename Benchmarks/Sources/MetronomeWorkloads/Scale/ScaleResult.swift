@@ -5,7 +5,10 @@ public struct ScaleResult: Codable, Sendable {
     public var timers: Int
     public var addCancelPerSecond: Double
     public var addCancelPerSecondAllCores: Double?
+    /// Reschedules to a random deadline, earlier or later.
     public var reschedulePerSecond: Double?
+    /// Reschedules that only push deadlines later, the idle-timeout case.
+    public var rescheduleLaterPerSecond: Double?
     public var bytesPerTimer: Double
     /// Timers fired in the fire phase (one-shots due within `fire_window_ns`).
     public var fired: Int
@@ -20,6 +23,7 @@ public struct ScaleResult: Codable, Sendable {
         case addCancelPerSecond = "add_cancel_per_s"
         case addCancelPerSecondAllCores = "add_cancel_per_s_all_cores"
         case reschedulePerSecond = "reschedule_per_s"
+        case rescheduleLaterPerSecond = "reschedule_later_per_s"
         case bytesPerTimer = "bytes_per_timer"
         case firesPerSecond = "fires_per_s"
         case outOfOrder = "out_of_order"

@@ -49,6 +49,11 @@ public struct SwiftScaleSubject: ScaleSubject {
             let deadline = UInt64(ScaleProbe.farDeadline(&random, base: base))
             timers[Int(random.next(below: Int64(n)))].reschedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
         }
+        var later = ScaleProbe.LaterDeadlines(base: base)
+        let rescheduleLater = ScaleProbe.rate(ops) { _ in
+            let deadline = DispatchTime(uptimeNanoseconds: UInt64(later.next()))
+            timers[Int(random.next(below: Int64(n)))].reschedule(deadline: deadline)
+        }
 
         let first = ScaleProbe.fireStart(timers: n, armingRate: min(addCancel, reschedule))
         for timer in timers {
@@ -59,7 +64,7 @@ public struct SwiftScaleSubject: ScaleSubject {
         // Dropping a SafeDispatchTimer cancels it: keep them until they have fired.
         withExtendedLifetime(timers) { _ = log.waitUntilComplete(timeoutSeconds: 60) }
         return ScaleProbe.result(
-            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule,
+            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule, later: rescheduleLater,
             bytes: bytes, log: log, firstDeadline: first)
     }
 }

@@ -102,17 +102,20 @@ struct ScaleCommand: ParsableCommand {
         }
         func whole(_ value: Double?) -> String { value.map { NumberText.fixed($0, places: 0) } ?? "-" }
         let header = [
-            "backend", "timers", "add+cancel/s", "(all cores)", "all÷one", "reschedule/s", "bytes/timer", "fires/s", "out-of-order",
-            "early", "p50 µs", "p99 µs", "add+cancel×gcd", "reschedule×gcd", "bytes×gcd", "fires×gcd",
+            "backend", "timers", "add+cancel/s", "(all cores)", "all÷one", "reschedule/s", "later/s", "bytes/timer", "fires/s",
+            "out-of-order", "early", "p50 µs", "p99 µs", "add+cancel×gcd", "reschedule×gcd", "later×gcd", "bytes×gcd",
+            "fires×gcd",
         ]
         let rows = results.map { r in
             [
                 r.backend, "\(r.timers)", whole(r.addCancelPerSecond), whole(r.addCancelPerSecondAllCores),
                 ratio(r.addCancelPerSecondAllCores, r.addCancelPerSecond),
-                whole(r.reschedulePerSecond), NumberText.fixed(r.bytesPerTimer, places: 1), whole(r.firesPerSecond),
+                whole(r.reschedulePerSecond), whole(r.rescheduleLaterPerSecond), NumberText.fixed(r.bytesPerTimer, places: 1),
+                whole(r.firesPerSecond),
                 "\(r.outOfOrder)", "\(r.early)", NumberText.fixed(r.p50LatenessMicroseconds, places: 1),
                 NumberText.fixed(r.p99LatenessMicroseconds, places: 1),
                 ratio(r.addCancelPerSecond, gcd?.addCancelPerSecond), ratio(r.reschedulePerSecond, gcd?.reschedulePerSecond),
+                ratio(r.rescheduleLaterPerSecond, gcd?.rescheduleLaterPerSecond),
                 ratio(r.bytesPerTimer, gcd?.bytesPerTimer), ratio(r.firesPerSecond, gcd?.firesPerSecond),
             ]
         }
