@@ -308,15 +308,29 @@ mtr_timer_move(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	    leeway_ns, out_timer);
 }
 
+/*
+ * What cancel, cancel_sync and destroy begin with: mtr_timer_lock_(), then
+ * the timer taken out of its set or batch, so no new callback of it starts.
+ */
+static struct mtr_shard *
+mtr_timer_lock_disarmed_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
+    struct mtr_timer **out_timer)
+{
+	struct mtr_shard *shard = mtr_timer_lock_(engine, id, slot, out_timer);
+	if (shard != NULL)
+		mtr_queue_remove_locked_(shard, *out_timer);
+	return shard;
+}
+
 int
 mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 {
 	uint32_t slot;
 	struct mtr_timer *timer;
-	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	struct mtr_shard *shard = mtr_timer_lock_disarmed_(engine, id, &slot,
+	    &timer);
 	if (shard == NULL)
 		return EINVAL;
-	mtr_queue_remove_locked_(shard, timer);
 	pthread_mutex_unlock(&shard->lock);
 	return 0;
 }
@@ -327,10 +341,10 @@ mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 	bool free_now = false;
 	uint32_t slot;
 	struct mtr_timer *timer;
-	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	struct mtr_shard *shard = mtr_timer_lock_disarmed_(engine, id, &slot,
+	    &timer);
 	if (shard == NULL)
 		return EINVAL;
-	mtr_queue_remove_locked_(shard, timer);
 	/* On the firing thread nothing else of ours can be running, and
 	 * waiting for ourselves would never end. The wait holds the engine:
 	 * a callback may destroy it meanwhile, and then this thread, not the
@@ -357,10 +371,10 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 	bool must_release = false;
 	uint32_t slot;
 	struct mtr_timer *timer;
-	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
+	struct mtr_shard *shard = mtr_timer_lock_disarmed_(engine, id, &slot,
+	    &timer);
 	if (shard == NULL)
 		return EINVAL;
-	mtr_queue_remove_locked_(shard, timer);
 	if (shard->running == id) {
 		/* The firing thread holds the context for the running callback
 		 * and releases it when that returns. */

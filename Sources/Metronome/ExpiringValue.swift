@@ -97,7 +97,6 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
             firing: backend.firing,
             onExpiry: onExpiry
         )
-        self.timer.start()
     }
 
     deinit {

@@ -42,7 +42,7 @@ final class ExpiryTimer<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     /// generation in their upper half, a backend's count from 1).
     private static var none: UInt64 { 0 }
 
-    /// Stores `value` with its first expiry; ``start()`` arms it.
+    /// Stores `value` and arms its first expiry.
     init(_ value: Value, lifetimeNanoseconds: Int64, firing: any TimerFiring, onExpiry: @escaping @Sendable (Value) -> Void) {
         self.expiry = Atomic(firing.now(.monotonic).addingSaturating(lifetimeNanoseconds))
         self.lifetimeNanoseconds = lifetimeNanoseconds
@@ -51,11 +51,12 @@ final class ExpiryTimer<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         self.onExpiry = onExpiry
         self.content = value
         super.init(queue: nil)
+        self.start()
     }
 
     /// Arms the first expiry. A seam that arms no more leaves the value to live until it
     /// is ended.
-    func start() {
+    private func start() {
         guard let schedule = self.schedule(at: self.expiry.load(ordering: .relaxed)),
             let arming = try? self.firing.reserve(for: self)
         else { return }

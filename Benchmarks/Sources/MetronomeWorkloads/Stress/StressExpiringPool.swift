@@ -80,13 +80,7 @@ final class StressExpiringPool: StressSubject {
         let slot = self.slots[Int(random.next(below: Int64(self.slots.count)))]
         switch operation {
         case .create:
-            let held = self.makeValue(lifetime: random.nanoseconds(in: StressTimerPool.delay))
-            // The value a slot held is released outside its lock: its deinit calls the engine.
-            let replaced = slot.withLock { current -> StressHeld? in
-                defer { current = held }
-                return current
-            }
-            withExtendedLifetime(replaced) {}
+            Self.replace(slot, with: self.makeValue(lifetime: random.nanoseconds(in: StressTimerPool.delay)))
         case .touch:
             guard let held = slot.withLock({ $0 }) else { break }
             let start = MonotonicTime.now()
@@ -102,13 +96,19 @@ final class StressExpiringPool: StressSubject {
             guard let held = slot.withLock({ $0 }) else { break }
             _ = (held.value.value, held.value.isExpired, held.value.lifetime)
         case .drop:
-            let dropped = slot.withLock { current -> StressHeld? in
-                defer { current = nil }
-                return current
-            }
-            withExtendedLifetime(dropped) {}
+            Self.replace(slot, with: nil)
         }
         return operation.rawValue
+    }
+
+    /// Puts `held` in `slot` and releases what the slot held outside its lock: a value's
+    /// deinit calls the engine.
+    private static func replace(_ slot: LockedCondition<StressHeld?>, with held: StressHeld?) {
+        let replaced = slot.withLock { current -> StressHeld? in
+            defer { current = held }
+            return current
+        }
+        withExtendedLifetime(replaced) {}
     }
 
     private func makeValue(lifetime: Int64) -> StressHeld {
@@ -130,13 +130,7 @@ final class StressExpiringPool: StressSubject {
     }
 
     func finish(operations: [Int], seconds: Double) -> StressResult {
-        for slot in self.slots {
-            let dropped = slot.withLock { current -> StressHeld? in
-                defer { current = nil }
-                return current
-            }
-            withExtendedLifetime(dropped) {}
-        }
+        for slot in self.slots { Self.replace(slot, with: nil) }
         if !eventually(seconds: 5, { self.engine.counters.armed == 0 }) {
             let armed = self.engine.counters.armed
             self.violations.record(.engineArmed, subject: self.name, "\(armed) values still armed")

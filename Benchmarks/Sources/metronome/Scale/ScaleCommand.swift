@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Metronome
 import MetronomeMeasurements
 import MetronomeWorkloads
 
@@ -38,8 +39,10 @@ struct ScaleCommand: ParsableCommand {
 
     /// One per CPU by default: the all-cores column measures threads arming their own
     /// timers, which a sharded engine lets them do without sharing a lock.
-    @Option(help: "Shards of the engines under test (TimerEngine.Configuration.shards), 1 to 64; default one per CPU.")
-    var shards: Int = min(ProcessInfo.processInfo.activeProcessorCount, 64)
+    @Option(
+        help: "Shards of the engines under test (TimerEngine.Configuration.shards), 1 to \(TimerEngine.Configuration.maximumShards); default one per CPU."
+    )
+    var shards: Int = min(ProcessInfo.processInfo.activeProcessorCount, TimerEngine.Configuration.maximumShards)
 
     @Flag(help: "Print JSON instead of a table.")
     var json = false
@@ -55,7 +58,7 @@ struct ScaleCommand: ParsableCommand {
         try OptionRules.check(self.gcdTimers, "--gcd-timers", in: 1...min(1_000_000, mostTimers))
         try OptionRules.check(self.operations, "--operations", in: 1...100_000_000)
         try OptionRules.check(self.fireWindow, "--fire-window", in: 0...60_000, unit: "ms")
-        try OptionRules.check(self.shards, "--shards", in: 1...64)
+        try OptionRules.check(self.shards, "--shards", in: 1...TimerEngine.Configuration.maximumShards)
     }
 
     func run() throws {
