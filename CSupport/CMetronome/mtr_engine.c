@@ -248,6 +248,13 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 	} else {
 		n = sizeof(expirations);
 	}
+	/* Only a step or nothing to read can fail a timerfd read. */
+	if (n != (ssize_t)sizeof(expirations) && error != ECANCELED &&
+	    error != EAGAIN) {
+		fprintf(stderr, "CMetronome: timerfd read: %s\n",
+		    strerror(error));
+		abort();
+	}
 
 	pthread_mutex_lock(&shard->lock);
 	/* An expiry seen in the same epoll_wait as another shard's, whose
@@ -265,10 +272,6 @@ mtr_engine_on_timerfd_(evutil_socket_t fd, short what, void *arg)
 	} else if (error == ECANCELED) {
 		/* The wall clock was set: re-evaluate every wall timer. */
 		shard->counters.clock_steps++;
-	} else if (error != EAGAIN) {
-		fprintf(stderr, "CMetronome: timerfd read: %s\n",
-		    strerror(error));
-		abort();
 	}
 	uint64_t fired = 0;
 	state->armed_ns = INT64_MAX; /* it has expired */

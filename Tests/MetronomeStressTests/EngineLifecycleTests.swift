@@ -166,4 +166,44 @@ struct EngineLifecycleTests {
         #expect(parentFired.wait(timeout: .now() + 5) == .success)
         #expect(DispatchTime.now() >= deadline)
     }
+
+    /// An `ExpiringValue` in a forked child is the child's copy: touching or invalidating it
+    /// reaches nothing of the parent's, whose value still expires on time and whose other
+    /// value stays; a value made on the parent's engine is kept but cannot expire by itself,
+    /// and one made on the child's fresh shared engine expires.
+    @Test(.timeLimit(.minutes(2)))
+    func expiringValuesInAForkedChild() throws {
+        try expectTestPassesInAProcessOfItsOwn("forkedChildKeepsExpiringValuesApart", enabledBy: Self.forkVariable)
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(1)))
+    func forkedChildKeepsExpiringValuesApart() throws {
+        let parentShared = TimerEngine.shared
+        let parentExpired = DispatchSemaphore(value: 0)
+        let created = DispatchTime.now()
+        let expiring = ExpiringValue(1, lifetime: .milliseconds(200)) { _ in parentExpired.signal() }
+        let kept = ExpiringValue(2, lifetime: .seconds(60))
+
+        let pid = fork()
+        if pid == 0 {
+            guard expiring.touch(), kept.invalidate() == 2, kept.value == nil else { _exit(10) }
+            let stranded = ExpiringValue(3, lifetime: .zero, engine: parentShared)
+            let expired = Atomic<Bool>(false)
+            let fresh = ExpiringValue(4, lifetime: .milliseconds(10)) { _ in expired.store(true, ordering: .releasing) }
+            guard fresh.engine === TimerEngine.shared, TimerEngine.shared !== parentShared else { _exit(11) }
+            for _ in 0..<2_000 where !expired.load(ordering: .acquiring) { usleep(1_000) }
+            guard expired.load(ordering: .acquiring), fresh.value == nil else { _exit(12) }
+            // Due at once had it been armed, and the fresh engine fired since.
+            guard stranded.value == 3, stranded.invalidate() == 3 else { _exit(13) }
+            _exit(0)
+        }
+        try #require(pid > 0)
+        var status: Int32 = 0
+        #expect(waitpid(pid, &status, 0) == pid)
+        #expect(status & 0x7f == 0 && (status >> 8) & 0xff == 0, "child status \(status)")
+        #expect(parentExpired.wait(timeout: .now() + 5) == .success)
+        #expect(DispatchTime.now() >= created + .milliseconds(200))
+        #expect(expiring.value == nil)
+        #expect(kept.value == 2, "the child's invalidate reached the parent's value")
+    }
 }
