@@ -177,6 +177,8 @@ struct CLISmokeTests {
             #expect(row["expired_more_than_once"] as? Int == 0, "\(row)")
             #expect(row["early"] as? Int == 0, "\(row)")
             #expect((row["touches_per_s"] as? Double ?? 0) > 0)
+            #expect((row["reads_per_s"] as? Double ?? 0) > 0)
+            #expect(row["reads_expired"] as? Int == 0, "\(row)")
         }
     }
 }

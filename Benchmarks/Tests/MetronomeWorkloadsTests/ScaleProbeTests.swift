@@ -24,15 +24,31 @@ import Testing
         var timers: Int { self == .gcd ? ScaleProbeTests.config.gcdTimers : ScaleProbeTests.config.timers }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: Backend.allCases)
-    func firesEveryTimerOfTheFirePhaseOnce(backend: Backend) throws {
-        let result = try backend.subject.run(Self.config)
+    @Test(.timeLimit(.minutes(3)), arguments: Backend.allCases, AccessOrder.allCases)
+    func firesEveryTimerOfTheFirePhaseOnce(backend: Backend, order: AccessOrder) throws {
+        var config = Self.config
+        config.order = order
+        let result = try backend.subject.run(config)
         #expect(result.backend == backend.rawValue)
         #expect(result.timers == backend.timers)
         #expect(result.fired == backend.timers)
         // GCD's handler reads the clock after its queue hop; only the engine's firing time
         // is a reading the never-early contract covers.
         if backend != .gcd { #expect(result.early == 0) }
+    }
+
+    @Test func creationOrderGoesRoundEveryTimerFromEachThreadsShareOfThem() {
+        var second = AccessOrder.creation.picks(among: 10, seed: 1, thread: 1, of: 2)
+        #expect((0..<12).map { _ in second.next() } == [5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6])
+        var first = AccessOrder.creation.picks(among: 10, seed: 1, thread: 0, of: 2)
+        #expect(first.next() == 0)
+    }
+
+    @Test func randomPicksReachEveryTimerAndNoOther() {
+        var picks = AccessOrder.random.picks(among: 7, seed: 1)
+        let drawn = (0..<1000).map { _ in picks.next() }
+        #expect(drawn.allSatisfy { (0..<7).contains($0) })
+        #expect(Set(drawn).count == 7)
     }
 
     @Test func fireLogKeepsTheFirstExpectedFiringsAndCountsDisorder() {

@@ -55,13 +55,14 @@ public struct CoreScaleSubject: ScaleSubject {
                 _ = mtr_timer_cancel(shared, id)
             }
         }
+        var picks = config.order.picks(among: n, seed: config.seed)
         let reschedule = ScaleProbe.rate(ops) { _ in
-            let id = ids[Int(random.next(below: Int64(n)))]
+            let id = ids[picks.next()]
             _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, ScaleProbe.farDeadline(&random, base: base), 0)
         }
         var later = ScaleProbe.LaterDeadlines(base: base)
         let rescheduleLater = ScaleProbe.rate(ops) { _ in
-            let id = ids[Int(random.next(below: Int64(n)))]
+            let id = ids[picks.next()]
             _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, later.next(), 0)
         }
 

@@ -31,14 +31,15 @@ public struct DispatchScaleSubject: ScaleSubject {
         let addCancel = ScaleProbe.rate(ops) { _ in
             source(deadline: ScaleProbe.farDeadline(&random, base: base)).cancel()
         }
+        var picks = config.order.picks(among: n, seed: config.seed)
         let reschedule = ScaleProbe.rate(ops) { _ in
             let deadline = UInt64(ScaleProbe.farDeadline(&random, base: base))
-            sources[Int(random.next(below: Int64(n)))].schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
+            sources[picks.next()].schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
         }
         var later = ScaleProbe.LaterDeadlines(base: base)
         let rescheduleLater = ScaleProbe.rate(ops) { _ in
             let deadline = DispatchTime(uptimeNanoseconds: UInt64(later.next()))
-            sources[Int(random.next(below: Int64(n)))].schedule(deadline: deadline)
+            sources[picks.next()].schedule(deadline: deadline)
         }
         sources.forEach { $0.cancel() }
 

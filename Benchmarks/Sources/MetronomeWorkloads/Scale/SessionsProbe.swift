@@ -7,6 +7,8 @@ import MetronomeMeasurements
 public protocol TouchableSession: AnyObject, Sendable {
     /// Starts a new lifetime; `false` if the session had already expired.
     func touch() -> Bool
+    /// Whether the session has expired.
+    var isExpired: Bool { get }
 }
 
 extension ExpiringValue: TouchableSession {}
@@ -29,7 +31,6 @@ public struct SessionsProbe<Session: TouchableSession> {
 
     public func run() throws(MeasurementError) -> SessionsResult {
         let n = self.config.values, ops = self.config.operations
-        var random = SplitMix64(seed: self.config.seed)
 
         let before = ScaleProbe.residentBytes()
         let live = (0..<n).map { self.make($0, self.config.lifetimeNanoseconds, nil) }
@@ -49,14 +50,22 @@ public struct SessionsProbe<Session: TouchableSession> {
             if expiring[id].touch() { deadlines[id] = touchedAt + lifetime }
         }
 
+        var picks = self.config.order.picks(among: n, seed: self.config.seed)
         let oneThread = ScaleProbe.rate(ops) { _ in
-            _ = live[Int(random.next(below: Int64(n)))].touch()
+            _ = live[picks.next()].touch()
         }
-        let threads = ProcessInfo.processInfo.activeProcessorCount
+        // Reaching a session without changing it: what is left of a touch's cost once
+        // the harness has picked, loaded and retained the session.
+        var readPicks = self.config.order.picks(among: n, seed: self.config.seed)
+        var expired = 0
+        let reads = ScaleProbe.rate(ops) { _ in
+            if live[readPicks.next()].isExpired { expired += 1 }
+        }
+        let threads = ProcessInfo.processInfo.activeProcessorCount, order = self.config.order
         let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops) { thread in
-            var random = SplitMix64(seed: UInt64(thread) &+ 99)
+            var picks = order.picks(among: n, seed: 99, thread: thread, of: threads)
             for _ in 0..<ops {
-                _ = live[Int(random.next(below: Int64(n)))].touch()
+                _ = live[picks.next()].touch()
             }
         }
         log.waitUntilComplete(timeoutSeconds: 60)
@@ -66,6 +75,7 @@ public struct SessionsProbe<Session: TouchableSession> {
         withExtendedLifetime((live, expiring)) {}
         return SessionsResult(
             backend: self.name, values: n, touchesPerSecond: oneThread, touchesPerSecondAllCores: allCores,
+            readsPerSecond: reads, readsExpired: expired,
             bytesPerValue: bytes, expiring: self.config.expiring, expiredOnce: expiries.once,
             expiredMoreThanOnce: expiries.moreThanOnce, neverExpired: expiries.never, early: expiries.latency.early,
             p50LatenessMicroseconds: expiries.latency.p50Microseconds,
@@ -92,6 +102,12 @@ public final class DispatchSession: TouchableSession, @unchecked Sendable {
         self.queue = queue
         self.onExpiry = onExpiry
         _ = self.touch()
+    }
+
+    public var isExpired: Bool {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return !self.alive
     }
 
     public func touch() -> Bool {

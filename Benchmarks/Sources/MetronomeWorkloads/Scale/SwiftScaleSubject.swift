@@ -45,14 +45,15 @@ public struct SwiftScaleSubject: ScaleSubject {
                 timer.cancel()
             }
         }
+        var picks = config.order.picks(among: n, seed: config.seed)
         let reschedule = ScaleProbe.rate(ops) { _ in
             let deadline = UInt64(ScaleProbe.farDeadline(&random, base: base))
-            timers[Int(random.next(below: Int64(n)))].reschedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
+            timers[picks.next()].reschedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
         }
         var later = ScaleProbe.LaterDeadlines(base: base)
         let rescheduleLater = ScaleProbe.rate(ops) { _ in
             let deadline = DispatchTime(uptimeNanoseconds: UInt64(later.next()))
-            timers[Int(random.next(below: Int64(n)))].reschedule(deadline: deadline)
+            timers[picks.next()].reschedule(deadline: deadline)
         }
 
         let first = ScaleProbe.fireStart(timers: n, armingRate: min(addCancel, reschedule))

@@ -37,6 +37,12 @@ struct ScaleCommand: ParsableCommand {
     @Option(help: "Seed of the random deadlines.")
     var seed: UInt64 = 1
 
+    /// At random by default, as requests reach their timers; in creation order the
+    /// prefetcher hides the cache miss of reaching each, which leaves the operation's own
+    /// cost at that many timers.
+    @Option(help: "Which timers the reschedules (sessions: touches) pick: at random, or in the order they were made.")
+    var order: AccessOrder = .random
+
     /// One per CPU by default: the all-cores column measures threads arming their own
     /// timers, which a sharded engine lets them do without sharing a lock.
     @Option(
@@ -63,13 +69,14 @@ struct ScaleCommand: ParsableCommand {
 
     func run() throws {
         guard self.workload == .timers else {
-            return try SessionsWorkload(values: self.timers, operations: self.operations, seed: self.seed).run(json: self.json)
+            return try SessionsWorkload(values: self.timers, operations: self.operations, seed: self.seed, order: self.order)
+                .run(json: self.json)
         }
         let startedAt = Date()
         let config = ScaleConfiguration(
             timers: self.timers, gcdTimers: self.gcdTimers, operations: self.operations,
             fireWindowNanoseconds: OptionConversion.nanoseconds(self.fireWindow, nanosecondsPerUnit: 1e6), seed: self.seed,
-            shards: self.shards
+            shards: self.shards, order: self.order
         )
         let subjects: [any ScaleSubject] = [CoreScaleSubject(), SwiftScaleSubject(), DispatchScaleSubject()]
         let progress = Terminal.progress(quiet: self.json)
@@ -82,6 +89,7 @@ struct ScaleCommand: ParsableCommand {
             "gcd add+cancel = make, schedule, activate and cancel a source: GCD cannot disarm one",
             "fires_per_s = timers fired / (last firing − earliest deadline); deadlines spread over \(self.fireWindow) ms",
             "bytes_per_timer = resident memory growth (after malloc_trim) / timers armed",
+            "reschedules pick \(self.order.phrase) among the armed timers",
             "engines run \(self.shards) shard(s); all cores = \(OptionRules.cpuCount) threads, each arming a timer it created",
             "each rate is the best of \(ScaleProbe.repeats) runs",
         ]
@@ -123,5 +131,15 @@ struct ScaleCommand: ParsableCommand {
             ]
         }
         return ResultTable.render(header: header, rows: rows)
+    }
+}
+
+extension AccessOrder: ExpressibleByArgument {
+    /// How a note names the order.
+    var phrase: String {
+        switch self {
+        case .random: "at random"
+        case .creation: "in creation order"
+        }
     }
 }

@@ -14,15 +14,15 @@ enum ScaleWorkload: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// `metronome scale --workload sessions`: `values` live sessions (lifetime 30 s) touched at
-/// random, from one thread and then from every core, with a tenth more left to expire during
+/// random (or in creation order), from one thread and then from every core, with a tenth more left to expire during
 /// the run; once as `ExpiringValue`s on the engine, once the way Swift code does it on GCD.
 struct SessionsWorkload {
     let config: SessionsConfiguration
 
-    init(values: Int, operations: Int, seed: UInt64) {
+    init(values: Int, operations: Int, seed: UInt64, order: AccessOrder) {
         self.config = SessionsConfiguration(
             values: values, operations: operations, lifetimeNanoseconds: 30_000_000_000,
-            expiring: max(values / 10, 1), expiringLifetimeNanoseconds: 1_000_000_000, seed: seed)
+            expiring: max(values / 10, 1), expiringLifetimeNanoseconds: 1_000_000_000, seed: seed, order: order)
     }
 
     func run(json: Bool) throws {
@@ -43,7 +43,8 @@ struct SessionsWorkload {
         }.run()
         let results = [expiring, gcd]
         let notes = [
-            "touches hit random sessions among \(self.config.values); all cores = \(OptionRules.cpuCount) threads",
+            "touches pick \(self.config.order.phrase) among \(self.config.values) sessions; all cores = \(OptionRules.cpuCount) threads",
+            "read/s = isExpired on one thread, picked as the touches are: reaching a session, which each touch does too",
             "each rate is the best of \(ScaleProbe.repeats) runs",
             "gcd-work-item: each touch cancels the pending DispatchWorkItem and asyncAfter's a new one, under an NSLock",
             "bytes_per_value = resident memory growth (after malloc_trim) / live sessions, before any touch",
@@ -71,12 +72,13 @@ struct SessionsWorkload {
         }
         func whole(_ value: Double) -> String { NumberText.fixed(value, places: 0) }
         let header = [
-            "backend", "values", "touch/s", "(all cores)", "bytes/value", "expiring", "expired once", "twice", "never",
+            "backend", "values", "touch/s", "(all cores)", "read/s", "bytes/value", "expiring", "expired once", "twice", "never",
             "early", "p50 µs", "p99 µs", "touch×gcd", "(all cores)×gcd",
         ]
         let rows = results.map { r in
             [
                 r.backend, "\(r.values)", whole(r.touchesPerSecond), whole(r.touchesPerSecondAllCores),
+                whole(r.readsPerSecond),
                 NumberText.fixed(r.bytesPerValue, places: 1), "\(r.expiring)", "\(r.expiredOnce)",
                 "\(r.expiredMoreThanOnce)", "\(r.neverExpired)", "\(r.early)",
                 NumberText.fixed(r.p50LatenessMicroseconds, places: 1), NumberText.fixed(r.p99LatenessMicroseconds, places: 1),
