@@ -54,8 +54,8 @@ public struct SessionsProbe<Session: TouchableSession> {
         let oneThread = ScaleProbe.rate(ops) { _ in
             _ = live[picks.next()].touch()
         }
-        // Reaching a session without changing it: what is left of a touch's cost once
-        // the harness has picked, loaded and retained the session.
+        // Reaching a session without changing it: the part of a touch's cost that is the
+        // harness picking, loading and retaining the session.
         var readPicks = self.config.order.picks(among: n, seed: self.config.seed)
         var expired = 0
         let reads = ScaleProbe.rate(ops) { _ in

@@ -14,8 +14,9 @@ enum ScaleWorkload: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// `metronome scale --workload sessions`: `values` live sessions (lifetime 30 s) touched at
-/// random (or in creation order), from one thread and then from every core, with a tenth more left to expire during
-/// the run; once as `ExpiringValue`s on the engine, once the way Swift code does it on GCD.
+/// random (or in creation order), from one thread and then from every core, with a tenth
+/// more left to expire during the run; once as `ExpiringValue`s on the engine, once the way
+/// Swift code does it on GCD.
 struct SessionsWorkload {
     let config: SessionsConfiguration
 
