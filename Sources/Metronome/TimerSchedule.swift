@@ -13,7 +13,13 @@ public struct TimerSchedule: Hashable, Sendable {
     public internal(set) var deadlineNanoseconds: Int64
 
     /// The distance between deadlines of a repeating timer; `nil` for a one-shot timer.
-    public internal(set) var periodNanoseconds: Int64?
+    public var periodNanoseconds: Int64? {
+        self.period == 0 ? nil : self.period
+    }
+
+    /// The period, or 0 for a one-shot timer: an `Int64?` would pad every schedule, and
+    /// every armed timer's state, by 8 bytes for its one tag byte.
+    private let period: Int64
 
     /// How late the timer may fire so that wake-ups can be coalesced.
     public internal(set) var leewayNanoseconds: Int64
@@ -39,7 +45,7 @@ public struct TimerSchedule: Hashable, Sendable {
         // The backends arm for the hard expiry; it must be representable.
         guard !deadlineNanoseconds.addingReportingOverflow(leeway).overflow else { return nil }
         self.deadlineNanoseconds = deadlineNanoseconds
-        self.periodNanoseconds = periodNanoseconds
+        self.period = periodNanoseconds ?? 0
         self.leewayNanoseconds = leeway
     }
 

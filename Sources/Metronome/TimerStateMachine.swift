@@ -22,20 +22,20 @@ struct TimerStateMachine {
     enum State: Equatable {
         /// Never scheduled, or a one-shot that has fired; may be scheduled.
         case idle
-        /// Scheduled and armed, or being armed: `generation` names the arming action,
-        /// `arming` its id once the seam has reserved it.
-        case running(TimerSchedule, generation: UInt64, arming: UInt64?)
+        /// Scheduled and armed, or being armed: the arming action is the last generation
+        /// handed out, and `arming` its id once the seam has reserved it.
+        case running(TimerSchedule, arming: UInt64?)
         /// Scheduled but not armed; resuming arms it.
         case suspended(TimerSchedule)
         /// Cancelled by the caller; may be scheduled again.
         case cancelled
     }
 
+    // Ordered so that no field leaves padding: the machine is most of an armed timer's
+    // locked state, and every byte here is a megabyte at a million timers.
+
     /// The current state.
     private(set) var state: State = .idle
-
-    /// The last generation handed out; only ever increases (wrapping after 2^64 armings).
-    private var lastGeneration: UInt64 = 0
 
     /// Whether a refused arming leaves the timer idle: only when `schedule` found it idle
     /// (a refused schedule does nothing). Otherwise it ends cancelled: a refused schedule
@@ -45,14 +45,18 @@ struct TimerStateMachine {
     /// Set by ``close()``: the timer never arms again.
     private var isClosed = false
 
+    /// The last generation handed out, which names the current arming action; only ever
+    /// increases (wrapping after 2^64 armings).
+    private var lastGeneration: UInt64 = 0
+
+    /// The latest deadline of the current schedule a handler was run for, `.min` before
+    /// the first. Resuming never arms at or before it, whatever `now` the caller read: a
+    /// clock read before a tick was delivered must not bring that tick's deadline back.
+    private var lastDelivered: Int64 = .min
+
     /// The arming of a one-shot that fired: the seam still holds it until the next
     /// schedule or the close disarms it.
     private var spent: UInt64?
-
-    /// The latest deadline of the current schedule a handler was run for. Resuming never
-    /// arms at or before it, whatever `now` the caller read: a clock read before a tick was
-    /// delivered must not bring that tick's deadline back.
-    private var lastDelivered: Int64?
 
     /// What the owner must do to arm a schedule.
     struct Arm: Equatable {
@@ -78,7 +82,7 @@ struct TimerStateMachine {
         switch self.state {
         case .idle where !self.isClosed, .cancelled where !self.isClosed:
             self.idleIfRefused = self.state == .idle
-            self.lastDelivered = nil
+            self.lastDelivered = .min
             return .arm(self.arming(schedule, disarming: self.spent.take()))
         case .idle, .cancelled, .running, .suspended:
             return .reject
@@ -98,13 +102,13 @@ struct TimerStateMachine {
     /// Replaces the schedule of a running or suspended timer.
     mutating func reschedule(_ schedule: TimerSchedule) -> RescheduleAction {
         switch self.state {
-        case .running(_, _, let previous):
+        case .running(_, let previous):
             self.idleIfRefused = false
-            self.lastDelivered = nil
+            self.lastDelivered = .min
             return .arm(self.arming(schedule, disarming: previous))
         case .suspended:
             self.state = .suspended(schedule)
-            self.lastDelivered = nil
+            self.lastDelivered = .min
             return .keepSuspended
         case .idle, .cancelled:
             return .reject
@@ -124,7 +128,7 @@ struct TimerStateMachine {
     /// Suspends a running timer, keeping its schedule for ``resume(now:)``.
     mutating func suspend() -> StopAction {
         switch self.state {
-        case .running(let schedule, _, let arming):
+        case .running(let schedule, let arming):
             self.state = .suspended(schedule)
             return .disarm(arming)
         case .idle, .suspended, .cancelled:
@@ -150,7 +154,7 @@ struct TimerStateMachine {
         switch self.state {
         case .suspended(let schedule):
             self.idleIfRefused = false
-            return .arm(self.arming(schedule.resumed(at: max(now, self.lastDelivered ?? now))))
+            return .arm(self.arming(schedule.resumed(at: max(now, self.lastDelivered))))
         case .idle, .running, .cancelled:
             return .reject
         }
@@ -159,7 +163,7 @@ struct TimerStateMachine {
     /// Cancels a running or suspended timer.
     mutating func cancel() -> StopAction {
         switch self.state {
-        case .running(_, _, let arming):
+        case .running(_, let arming):
             self.state = .cancelled
             return .disarm(arming)
         case .suspended:
@@ -185,8 +189,8 @@ struct TimerStateMachine {
     /// start it: `false` means another transition overtook this one, and the owner disarms
     /// the arming instead.
     mutating func armed(generation: UInt64, arming: UInt64) -> Bool {
-        guard case .running(let schedule, generation, nil) = self.state else { return false }
-        self.state = .running(schedule, generation: generation, arming: arming)
+        guard generation == self.lastGeneration, case .running(let schedule, nil) = self.state else { return false }
+        self.state = .running(schedule, arming: arming)
         return true
     }
 
@@ -194,7 +198,7 @@ struct TimerStateMachine {
     /// that stopped the timer; `false` means another transition had overtaken it. Either way
     /// the owner disarms an arming it reserved.
     mutating func refused(generation: UInt64) -> Bool {
-        guard case .running(_, generation, _) = self.state else { return false }
+        guard generation == self.lastGeneration, case .running = self.state else { return false }
         self.state = self.idleIfRefused ? .idle : .cancelled
         return true
     }
@@ -212,7 +216,7 @@ struct TimerStateMachine {
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;
     /// a repeating timer stays running.
     mutating func fired(arming: UInt64, scheduled: Int64) -> FiredAction {
-        guard case .running(let schedule, _, arming?) = self.state else { return .ignore }
+        guard case .running(let schedule, arming?) = self.state else { return .ignore }
         if schedule.isRepeating {
             self.lastDelivered = scheduled
         } else {
@@ -225,7 +229,7 @@ struct TimerStateMachine {
     /// Enters `running` for `schedule` under a new generation, to be armed.
     private mutating func arming(_ schedule: TimerSchedule, disarming previous: UInt64? = nil) -> Arm {
         self.lastGeneration &+= 1
-        self.state = .running(schedule, generation: self.lastGeneration, arming: nil)
+        self.state = .running(schedule, arming: nil)
         return Arm(schedule: schedule, generation: self.lastGeneration, disarming: previous)
     }
 }

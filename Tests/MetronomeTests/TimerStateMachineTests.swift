@@ -159,36 +159,36 @@ private func unchanged(_ start: StartState, _ state: TimerStateMachine.State, ex
 /// leaves the state unchanged.
 private let transitions: [Transition] =
     [
-        .init(.idle, .schedule, .arm(replacement, generation: 1, disarming: nil), .running(replacement, generation: 1, arming: nil)),
+        .init(.idle, .schedule, .arm(replacement, generation: 1, disarming: nil), .running(replacement, arming: nil)),
     ] + unchanged(.idle, .idle, except: [.schedule])
     + [
-        .init(.arming, .reschedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, generation: 2, arming: nil)),
+        .init(.arming, .reschedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, arming: nil)),
         .init(.arming, .suspend, .disarm(nil), .suspended(oneShot)),
         .init(.arming, .cancel, .disarm(nil), .cancelled),
-        .init(.arming, .armedCurrent, .armed(start: true), .running(oneShot, generation: 1, arming: armingID(2))),
+        .init(.arming, .armedCurrent, .armed(start: true), .running(oneShot, arming: armingID(2))),
         .init(.arming, .refusedCurrent, .refused(stopped: true), .idle),
-    ] + unchanged(.arming, .running(oneShot, generation: 1, arming: nil), except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent])
+    ] + unchanged(.arming, .running(oneShot, arming: nil), except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent])
     + [
-        .init(.runningOneShot, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, generation: 2, arming: nil)),
+        .init(.runningOneShot, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, arming: nil)),
         .init(.runningOneShot, .suspend, .disarm(armingID(1)), .suspended(oneShot)),
         .init(.runningOneShot, .cancel, .disarm(armingID(1)), .cancelled),
         .init(.runningOneShot, .firedCurrent, .runHandler, .idle),
         .init(.runningOneShot, .refusedCurrent, .refused(stopped: true), .idle),
-    ] + unchanged(.runningOneShot, .running(oneShot, generation: 1, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+    ] + unchanged(.runningOneShot, .running(oneShot, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
     + [
-        .init(.runningRepeating, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, generation: 2, arming: nil)),
+        .init(.runningRepeating, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, arming: nil)),
         .init(.runningRepeating, .suspend, .disarm(armingID(1)), .suspended(repeating)),
         .init(.runningRepeating, .cancel, .disarm(armingID(1)), .cancelled),
-        .init(.runningRepeating, .firedCurrent, .runHandler, .running(repeating, generation: 1, arming: armingID(1))),
+        .init(.runningRepeating, .firedCurrent, .runHandler, .running(repeating, arming: armingID(1))),
         .init(.runningRepeating, .refusedCurrent, .refused(stopped: true), .idle),
-    ] + unchanged(.runningRepeating, .running(repeating, generation: 1, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+    ] + unchanged(.runningRepeating, .running(repeating, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
     + [
         .init(.suspended, .reschedule, .keepSuspended, .suspended(replacement)),
-        .init(.suspended, .resume, .arm(resumedRepeating, generation: 2, disarming: nil), .running(resumedRepeating, generation: 2, arming: nil)),
+        .init(.suspended, .resume, .arm(resumedRepeating, generation: 2, disarming: nil), .running(resumedRepeating, arming: nil)),
         .init(.suspended, .cancel, .acknowledge, .cancelled),
     ] + unchanged(.suspended, .suspended(repeating), except: [.reschedule, .resume, .cancel])
     + [
-        .init(.cancelled, .schedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, generation: 2, arming: nil)),
+        .init(.cancelled, .schedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, arming: nil)),
     ] + unchanged(.cancelled, .cancelled, except: [.schedule])
 
 @Suite struct TimerStateMachineTests {
@@ -369,7 +369,7 @@ private let transitions: [Transition] =
             TimerSchedule(deadlineNanoseconds: deadline, periodNanoseconds: 100, leewayNanoseconds: 10)
         )
         #expect(machine.resume(now: now) == .arm(TimerStateMachine.Arm(schedule: expected, generation: 2)))
-        #expect(machine.state == .running(expected, generation: 2, arming: nil))
+        #expect(machine.state == .running(expected, arming: nil))
     }
 
     /// The race the stress run caught: a resume that read its clock before a tick was
@@ -536,7 +536,7 @@ enum Phase: Equatable {
     init(_ state: TimerStateMachine.State) {
         switch state {
         case .idle: self = .idle
-        case .running(let schedule, _, let arming): self = .running(repeating: schedule.isRepeating, arming: arming)
+        case .running(let schedule, let arming): self = .running(repeating: schedule.isRepeating, arming: arming)
         case .suspended(let schedule): self = .suspended(repeating: schedule.isRepeating)
         case .cancelled: self = .cancelled
         }

@@ -30,10 +30,13 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
+    // In this order, with the count in 32 bits, the fields leave no padding: the storage
+    // and its mutex fill one 160-byte allocation.
     private struct Storage {
         var machine = TimerStateMachine()
+        /// Handlers running now: at most one per thread delivering this timer's firings.
+        var handlersRunning: UInt32 = 0
         var handler: Handler?
-        var handlersRunning = 0
         /// Callers waiting in `cancelAndWait` or `cancelAndAwaitHandlers` for the running
         /// handlers to finish; the last handler to finish releases them.
         var handlerWaiters: [HandlerWaiter] = []
@@ -58,7 +61,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     var schedule: TimerSchedule? {
         self.storage.withLockedValue { storage in
             switch storage.machine.state {
-            case .running(let schedule, _, _), .suspended(let schedule): schedule
+            case .running(let schedule, _), .suspended(let schedule): schedule
             case .idle, .cancelled: nil
             }
         }
@@ -158,7 +161,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         let outcome = self.storage.withLockedValue { storage -> Rescheduled in
             let leeway: Int64
             switch storage.machine.state {
-            case .running(let current, _, _), .suspended(let current): leeway = current.leewayNanoseconds
+            case .running(let current, _), .suspended(let current): leeway = current.leewayNanoseconds
             case .idle, .cancelled: return .decided(.reject)
             }
             guard let schedule = makeSchedule(leeway) else { return .decided(.reject) }
