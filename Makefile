@@ -107,7 +107,7 @@ docs: deps
 		--output-path $(DOCS_DIR)/Metronome.doccarchive
 
 format:
-	$(SWIFT) format -i -r Sources Tests Benchmarks
+	$(SWIFT) format -i -r Sources Tests Benchmarks/Sources Benchmarks/Tests
 
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/Sources Benchmarks/Tests

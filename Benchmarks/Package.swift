@@ -83,7 +83,9 @@ let package = Package(
         .testTarget(name: "MetronomeMeasurementsTests", dependencies: ["MetronomeMeasurements"]),
         .testTarget(
             name: "MetronomeWorkloadsTests",
-            dependencies: ["MetronomeWorkloads", "MetronomeMeasurements", .product(name: "Metronome", package: "Metronome")]
+            dependencies: [
+                "MetronomeWorkloads", "MetronomeMeasurements", .product(name: "Metronome", package: "Metronome"),
+            ]
         ),
         // Runs the built `metronome` as a child process.
         .testTarget(

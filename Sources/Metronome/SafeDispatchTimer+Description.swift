@@ -10,7 +10,8 @@ extension SafeDispatchTimer: CustomStringConvertible, CustomDebugStringConvertib
     /// at 5000000 ns every 1000000 ns, leeway 0 ns)`.
     public var debugDescription: String {
         let schedule = self.currentSchedule.map { "\($0)" } ?? "none"
-        return "SafeDispatchTimer(state: \(self.state), backend: \(self.backend), clock: \(self.clock), schedule: \(schedule))"
+        return
+            "SafeDispatchTimer(state: \(self.state), backend: \(self.backend), clock: \(self.clock), schedule: \(schedule))"
     }
 }
 

@@ -77,7 +77,8 @@ public final class SafeDispatchTimer: Sendable {
             case .engine(let engine): engine
             // One private serial queue per timer: handlers of one timer never overlap, even
             // across a reschedule that replaces its source.
-            case .dispatch: BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
+            case .dispatch:
+                BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
             case .custom(let backend): BackendFiring(backend)
             }
         }

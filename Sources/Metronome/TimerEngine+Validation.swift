@@ -34,7 +34,8 @@ extension TimerEngine.Configuration {
             throw Self.refusal("spinWindow", "must be in 0...\(Self.maximumSpinWindow), not \(self.spinWindow)")
         }
         guard self.lateThreshold > .zero, self.lateThreshold.representableNanoseconds != nil else {
-            throw Self.refusal("lateThreshold", "must be positive and fit in Int64 nanoseconds, not \(self.lateThreshold)")
+            throw Self.refusal(
+                "lateThreshold", "must be positive and fit in Int64 nanoseconds, not \(self.lateThreshold)")
         }
         guard (1...Self.maximumShards).contains(self.shards) else {
             throw Self.refusal("shards", "must be in 1...\(Self.maximumShards), not \(self.shards)")

@@ -159,7 +159,8 @@ public final class ManualTimeline: TimerBackend, Sendable {
             storage.now = max(storage.now, entry.deadline)
             // Like the engine: deadlines already behind `now` (a timer armed in the past) are
             // skipped and reported, never fired in a burst.
-            let missed = entry.period.map { storage.now > entry.deadline ? (storage.now - entry.deadline) / $0 : 0 } ?? 0
+            let missed =
+                entry.period.map { storage.now > entry.deadline ? (storage.now - entry.deadline) / $0 : 0 } ?? 0
             let scheduled = entry.deadline + missed * (entry.period ?? 0)
             let tick = Tick(
                 scheduled: TimerInstant(nanoseconds: scheduled),

@@ -81,7 +81,9 @@ public enum TimerContract {
         /// What the operation does there.
         public var outcome: Outcome
 
-        init(_ state: SafeDispatchTimer.State, _ operation: Operation, _ accepted: Bool, _ next: SafeDispatchTimer.State) {
+        init(
+            _ state: SafeDispatchTimer.State, _ operation: Operation, _ accepted: Bool, _ next: SafeDispatchTimer.State
+        ) {
             (self.state, self.operation, self.outcome) = (state, operation, Outcome(accepted: accepted, state: next))
         }
     }
@@ -148,7 +150,8 @@ public enum TimerContract {
     public static var markdownTable: String {
         let lines = self.rows.map { row in
             let result =
-                row.operation.isCall ? "`\(row.outcome.accepted)`" : row.outcome.accepted ? "handler runs" : "nothing runs"
+                row.operation.isCall
+                ? "`\(row.outcome.accepted)`" : row.outcome.accepted ? "handler runs" : "nothing runs"
             return "| \(row.state) | \(self.label(row.operation)) | \(result) | \(row.outcome.state) |"
         }
         return (["| State | Operation | Result | New state |", "|---|---|---|---|"] + lines).joined(separator: "\n")

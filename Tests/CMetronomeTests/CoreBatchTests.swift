@@ -166,7 +166,8 @@ extension CoreContractTests {
             var armOrder: [Int: Int] = [:]
             var deadlines: [Int: Int64] = [:]
             for (position, probe) in probes.shuffled(using: &generator).enumerated() {
-                let deadline = Int.random(in: 0..<5, using: &generator) == 0
+                let deadline =
+                    Int.random(in: 0..<5, using: &generator) == 0
                     ? tie : now - Int64.random(in: 0..<span, using: &generator)
                 armOrder[probe.index] = position
                 deadlines[probe.index] = deadline

@@ -12,11 +12,11 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func cancelStopsNewCallbacksAtHighRate() throws {
             let engine = try Engine()
-            let period = 100 * Time.µs
+            let period = 100 * Time.us
             var overlapping = 0
             var generator = SeededGenerator(seed: 0xCA9CE1)
             for trial in 0..<12 {
-                let probe = try engine.makeTimer { _ in Time.spin(60 * Time.µs) }
+                let probe = try engine.makeTimer { _ in Time.spin(60 * Time.us) }
                 try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
                 let warmup = 40 + trial * 3
                 #expect(engine.log.wait { log in log.firings.lazy.filter { $0.probe == probe.index }.count >= warmup })
@@ -50,11 +50,11 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func cancelSyncWaitsForTheRunningCallback() throws {
             let engine = try Engine()
-            let period = 100 * Time.µs
+            let period = 100 * Time.us
             var generator = SeededGenerator(seed: 0x5CA9CE1)
             var overlapping = 0
             for trial in 0..<12 {
-                let probe = try engine.makeTimer { _ in Time.spin(50 * Time.µs) }
+                let probe = try engine.makeTimer { _ in Time.spin(50 * Time.us) }
                 try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
                 let warmup = 30 + trial * 3
                 #expect(engine.log.wait { log in log.firings.lazy.filter { $0.probe == probe.index }.count >= warmup })
@@ -69,7 +69,9 @@ extension CoreContractTests {
                 #expect(!stillRunning, "trial \(trial): callback still running")
                 let fires = probe.fires.load(ordering: .acquiring)
                 // Every logged callback had finished (endNs is written as it returns).
-                let unfinished = engine.firings.filter { $0.probe == probe.index && ($0.endNs == 0 || $0.endNs > returned) }
+                let unfinished = engine.firings.filter {
+                    $0.probe == probe.index && ($0.endNs == 0 || $0.endNs > returned)
+                }
                 #expect(unfinished.isEmpty, "trial \(trial): \(unfinished.count) callbacks outlived cancel_sync")
                 #expect(
                     !engine.log.wait(timeoutNs: 30 * period) { log in

@@ -26,11 +26,13 @@ extension CoreContractTests {
             for _ in 0..<4 {
                 try PosixThread.spawn {
                     for _ in 0..<50 {
-                        guard let probe = try? engine.makeTimer({ callback in
-                            var counters = mtr_counters()
-                            mtr_engine_get_counters(callback.engine.handle, &counters)
-                            wakeups.update { $0[callback.firing] = counters.wakeups }
-                        }) else { return }
+                        guard
+                            let probe = try? engine.makeTimer({ callback in
+                                var counters = mtr_counters()
+                                mtr_engine_get_counters(callback.engine.handle, &counters)
+                                wakeups.update { $0[callback.firing] = counters.wakeups }
+                            })
+                        else { return }
                         made.update { $0.append(probe) }
                     }
                 }.join()

@@ -277,7 +277,7 @@ extension CoreContractTests {
                 // A sleep overshoots by more than the spin lasts: sleep short, spin the rest.
                 Time.sleep(laterDeadline - 5 * Time.ms - Time.monotonic())
                 Time.spin(laterDeadline - spin / 2 - Time.monotonic())
-                let earlierDeadline = Time.monotonic() + 50 * Time.µs
+                let earlierDeadline = Time.monotonic() + 50 * Time.us
                 guard earlierDeadline < laterDeadline - spin / 4, engine.firings.isEmpty else { continue }
                 try #require(earlier.armOnce(at: earlierDeadline) == 0)
                 #expect(engine.waitFirings(2))
@@ -291,7 +291,8 @@ extension CoreContractTests {
             // one, so one is enough.
             #expect(
                 results.contains { $0.earlierFired < $0.laterDeadline },
-                "the spin did not notice the earlier timer: \(results.map { ($0.earlierFired - $0.laterDeadline) / Time.µs }) µs past the later deadline")
+                "the spin did not notice the earlier timer: \(results.map { ($0.earlierFired - $0.laterDeadline) / Time.us }) µs past the later deadline"
+            )
         }
 
         /// A stop during a spin ends it at once: stop returns before the deadline spun for.

@@ -48,7 +48,7 @@ extension CoreContractTests {
         func repeatingScheduleHasNoDrift() throws {
             let engine = try Engine(expectedTimers: 5_100)
             let probe = try engine.makeTimer()
-            let period = 200 * Time.µs
+            let period = 200 * Time.us
             let start = Time.monotonic() + 5 * Time.ms
             try #require(probe.armRepeating(start: start, period: period) == 0)
             #expect(engine.waitFirings(5_000))
@@ -180,7 +180,7 @@ extension CoreContractTests {
         /// still never early.
         @Test(.timeLimit(.minutes(1)))
         func spinWindowNeverFiresEarly() throws {
-            let spin = 200 * Time.µs
+            let spin = 200 * Time.us
             let engine = try Engine(spinNs: spin)
             #expect(engine.info.spin_ns == spin)
             let base = Time.monotonic()
@@ -439,7 +439,11 @@ func expectScheduleContract(
     }
     let first = problems.prefix(3).joined(separator: "; ")
     #expect(wrongDeadline == 0, "\(wrongDeadline) ticks off the schedule; \(first)", sourceLocation: sourceLocation)
-    #expect(wrongSequence == 0, "\(wrongSequence) ticks not at previous + missed + 1; \(first)", sourceLocation: sourceLocation)
-    #expect(wrongMissed == 0, "\(wrongMissed) ticks not for the latest passed deadline; \(first)", sourceLocation: sourceLocation)
+    #expect(
+        wrongSequence == 0, "\(wrongSequence) ticks not at previous + missed + 1; \(first)",
+        sourceLocation: sourceLocation)
+    #expect(
+        wrongMissed == 0, "\(wrongMissed) ticks not for the latest passed deadline; \(first)",
+        sourceLocation: sourceLocation)
     expectNeverEarly(firings, sourceLocation: sourceLocation)
 }

@@ -24,7 +24,7 @@ extension Tag {
 /// Nanosecond constants and clock readings taken by the test itself, independently of
 /// `mtr_clock_now`.
 enum Time {
-    static let µs: Int64 = 1_000
+    static let us: Int64 = 1_000
     static let ms: Int64 = 1_000_000
     static let s: Int64 = 1_000_000_000
 

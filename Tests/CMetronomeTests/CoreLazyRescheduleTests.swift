@@ -45,7 +45,8 @@ extension CoreContractTests {
                     // Each round moves every timer to now + horizon: later than its key.
                     while Time.monotonic() < pushUntil {
                         for (slot, probe) in mine.enumerated() {
-                            let deadline = Time.monotonic() + Self.horizon
+                            let deadline =
+                                Time.monotonic() + Self.horizon
                                 + Int64.random(in: 0..<Time.ms, using: &generator)
                             if probe.armOnce(at: deadline) != 0 { failedCalls.add(1, ordering: .relaxed) }
                             last[slot] = deadline
@@ -74,9 +75,10 @@ extension CoreContractTests {
             #expect(engine.waitFirings(armed.count))
             let latest = try #require(armed.max())
             // Past the last deadline, and then some: a cancelled timer would have fired.
-            #expect(!engine.log.wait(timeoutNs: latest - Time.monotonic() + 50 * Time.ms) {
-                $0.firings.count > armed.count
-            })
+            #expect(
+                !engine.log.wait(timeoutNs: latest - Time.monotonic() + 50 * Time.ms) {
+                    $0.firings.count > armed.count
+                })
             let firings = engine.firings
             #expect(Set(firings.map(\.probe)).count == firings.count, "a timer fired twice")
             let wrong = firings.filter { deadlines[$0.probe] != $0.scheduled }
@@ -209,7 +211,8 @@ extension CoreContractTests {
             let future = Time.monotonic() + Self.horizon
             for probe in probes where probe.index % 2 == 0 {
                 // Later in both cases; the first stays in the past.
-                deadlines[probe.index] = probe.index % 4 == 0
+                deadlines[probe.index] =
+                    probe.index % 4 == 0
                     ? deadlines[probe.index] + 50 * Time.ms
                     : future + Int64.random(in: 0..<(10 * Time.ms), using: &generator)
                 try #require(probe.armOnce(at: deadlines[probe.index]) == 0)

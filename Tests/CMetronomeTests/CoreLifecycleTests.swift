@@ -138,7 +138,7 @@ extension CoreContractTests {
             // Due while the callback blocks: must not fire once destroy has begun.
             for k in 0..<10 {
                 let probe = try engine.makeTimer()
-                try #require(probe.armOnce(at: now + 4 * Time.ms + Int64(k) * Time.µs) == 0)
+                try #require(probe.armOnce(at: now + 4 * Time.ms + Int64(k) * Time.us) == 0)
             }
             let idle = try engine.makeTimer()
             _ = idle
@@ -174,7 +174,8 @@ extension CoreContractTests {
                 try #require(try engine.makeTimer().armOnce(at: deadline) == 0)
             }
             for k in 0..<5 {
-                try #require(try engine.makeTimer().armRepeating(start: deadline + 1 * Time.s, period: Time.ms + Int64(k)) == 0)
+                try #require(
+                    try engine.makeTimer().armRepeating(start: deadline + 1 * Time.s, period: Time.ms + Int64(k)) == 0)
             }
             _ = try engine.makeTimer()  // never armed
             #expect(engine.waitAllReleased(), "teardown did not finish")
@@ -183,7 +184,8 @@ extension CoreContractTests {
             let firings = engine.firings
             #expect(firings.map(\.probe) == [destroyer.index], "timers fired after the engine was destroyed")
             let end = try #require(firings.first?.endNs)
-            #expect(engine.log.read { $0.releases.allSatisfy { $0.atNs >= end } }, "released before the callback returned")
+            #expect(
+                engine.log.read { $0.releases.allSatisfy { $0.atNs >= end } }, "released before the callback returned")
             engine.expectAllReleasedOnce()
         }
 
@@ -209,7 +211,7 @@ extension CoreContractTests {
                         outcome.update { $0.append("\(error)") }
                         return
                     }
-                    Time.sleep(100 * Time.µs)
+                    Time.sleep(100 * Time.us)
                 }
                 outcome.update { $0.append("never refused") }
             }

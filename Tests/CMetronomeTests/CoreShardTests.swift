@@ -192,17 +192,23 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func cancelGuaranteeHoldsWithAThreadOnEveryShard() throws {
             let engine = try Engine(shards: Self.shards)
-            let period = 200 * Time.µs
+            let period = 200 * Time.us
             let cancels = Monitor([Int: Int64]())
             let failures = Atomic<Int>(0)
             try Self.onThreads(4) { k in
                 var random = SplitMix64(seed: 0xCA9C + UInt64(k))
                 for _ in 0..<20 {
                     guard let probe = try? engine.makeTimer(),
-                        probe.armRepeating(start: Time.monotonic() + 100 * Time.µs, period: period) == 0
-                    else { failures.add(1, ordering: .relaxed); return }
+                        probe.armRepeating(start: Time.monotonic() + 100 * Time.us, period: period) == 0
+                    else {
+                        failures.add(1, ordering: .relaxed)
+                        return
+                    }
                     Time.spin(Time.ms + random.next(below: period))
-                    guard probe.cancel() == 0 else { failures.add(1, ordering: .relaxed); return }
+                    guard probe.cancel() == 0 else {
+                        failures.add(1, ordering: .relaxed)
+                        return
+                    }
                     let cancelled = Time.monotonic()
                     cancels.update { $0[probe.index] = cancelled }
                 }
@@ -261,7 +267,7 @@ extension CoreContractTests {
                     }
                 }
             }
-            while ready.load(ordering: .acquiring) < 4 { Time.sleep(100 * Time.µs) }
+            while ready.load(ordering: .acquiring) < 4 { Time.sleep(100 * Time.us) }
             Time.sleep(2 * Time.ms)
             engine.stop()
             workers.forEach { $0.join() }

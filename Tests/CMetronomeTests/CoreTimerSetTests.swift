@@ -68,8 +68,9 @@ extension CoreContractTests {
             let counters = engine.counters
             #expect(counters.fired == UInt64(count))
             #expect(counters.armed == 0)
-            print("100k one-shots: created in \((base - lead - created) / Time.ms) ms, armed in \((armed - base + lead) / Time.ms) ms; "
-                + "\(counters.wakeups) wake-ups; max lateness \(maxLateness / Time.µs) µs")
+            print(
+                "100k one-shots: created in \((base - lead - created) / Time.ms) ms, armed in \((armed - base + lead) / Time.ms) ms; "
+                    + "\(counters.wakeups) wake-ups; max lateness \(maxLateness / Time.us) µs")
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
@@ -141,7 +142,8 @@ extension CoreContractTests {
                     let modelArmed = armed.values.filter { $0 }.count
                     if counters.armed != UInt64(modelArmed) || counters.timers != UInt64(live.count) {
                         unexpected.append(
-                            "op \(op): armed \(counters.armed) vs \(modelArmed), timers \(counters.timers) vs \(live.count)")
+                            "op \(op): armed \(counters.armed) vs \(modelArmed), timers \(counters.timers) vs \(live.count)"
+                        )
                     }
                 }
             }

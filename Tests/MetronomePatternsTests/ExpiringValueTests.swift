@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import Metronome
 import MetronomeTesting
+import Synchronization
 import Testing
 
 @Suite(.serialized)
@@ -127,7 +127,10 @@ struct ExpiringValueTests {
                 let touchStart = TimerClock.monotonic.now()
                 let touched = value.touch()
                 let kept = !touched && value.value != nil
-                mine.append(Race(id: id, created: created, lifetime: lifetime, touchStart: touchStart, touched: touched, keptAfterLosing: kept))
+                mine.append(
+                    Race(
+                        id: id, created: created, lifetime: lifetime, touchStart: touchStart, touched: touched,
+                        keptAfterLosing: kept))
                 values.append(value)
             }
             races.append(mine)
@@ -190,7 +193,9 @@ struct ExpiringValueTests {
             }
             invalidated.append(won)
         }
-        #expect(await eventually(timeout: .seconds(30)) { TrackedValue.live == 0 }, "\(TrackedValue.live) values never freed")
+        #expect(
+            await eventually(timeout: .seconds(30)) { TrackedValue.live == 0 },
+            "\(TrackedValue.live) values never freed")
         if !onDispatch { #expect(engine.counters.armed == 0) }
         let expired = expiries.entries
         #expect(Set(expired).count == expired.count, "a value expired twice")

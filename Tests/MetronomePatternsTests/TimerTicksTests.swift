@@ -23,7 +23,8 @@ struct TimerTicksTests {
         #expect(first.scheduled >= before.advanced(by: .milliseconds(2)))
         for (previous, tick) in zip(ticks, ticks.dropFirst()) {
             #expect(tick.sequence == previous.sequence + UInt64(tick.missed) + 1)
-            #expect(tick.scheduled == first.scheduled.advanced(by: .milliseconds(2) * Int(tick.sequence - first.sequence)))
+            #expect(
+                tick.scheduled == first.scheduled.advanced(by: .milliseconds(2) * Int(tick.sequence - first.sequence)))
         }
         for tick in ticks {
             #expect(tick.fired >= tick.scheduled)

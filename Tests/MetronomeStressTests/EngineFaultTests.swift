@@ -166,7 +166,7 @@ struct EngineFaultTests {
     @Test(.enabled(if: ProcessInfo.processInfo.environment[childVariable] != nil), .timeLimit(.minutes(1)))
     func descriptorExhaustionInThisProcess() throws {
         var original = rlimit()
-        #expect(getrlimit(RLIMIT_NOFILE_, &original) == 0)
+        #expect(getrlimit(openFilesLimit, &original) == 0)
         // The limit bounds descriptor *numbers*: a limit at the lowest free number leaves no
         // room, even where closed descriptors left holes below the highest one.
         let lowest = dup(STDIN_FILENO)
@@ -174,14 +174,14 @@ struct EngineFaultTests {
         close(lowest)
         var lowered = original
         lowered.rlim_cur = rlim_t(max(lowest, 0))
-        #expect(setrlimit(RLIMIT_NOFILE_, &lowered) == 0)
+        #expect(setrlimit(openFilesLimit, &lowered) == 0)
         let result: Result<TimerEngine, TimerError>
         do throws(TimerError) {
             result = .success(try TimerEngine())
         } catch {
             result = .failure(error)
         }
-        #expect(setrlimit(RLIMIT_NOFILE_, &original) == 0)
+        #expect(setrlimit(openFilesLimit, &original) == 0)
         switch result {
         case .success:
             Issue.record("TimerEngine() succeeded with RLIMIT_NOFILE at \(lowest), the lowest free descriptor")
@@ -206,7 +206,10 @@ struct EngineFaultTests {
         let blocked = DispatchSemaphore(value: 0)
         let fast = SafeDispatchTimer(backend: .engine(engine))
         let slow = SafeDispatchTimer(backend: .engine(engine))
-        #expect(fast.schedule(deadline: .now(), repeating: .milliseconds(1), leeway: .nanoseconds(0)) { tick in ticks.withLock { $0.append(tick) } })
+        #expect(
+            fast.schedule(deadline: .now(), repeating: .milliseconds(1), leeway: .nanoseconds(0)) { tick in
+                ticks.withLock { $0.append(tick) }
+            })
         usleep(10_000)
         let lateBefore = engine.counters.late
         #expect(
@@ -267,5 +270,5 @@ struct EngineFaultTests {
     }
 }
 
-/// `RLIMIT_NOFILE` as the type `getrlimit` takes on Glibc.
-let RLIMIT_NOFILE_ = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+/// `RLIMIT_NOFILE`, the limit on open descriptors, as the type `getrlimit` takes on Glibc.
+let openFilesLimit = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)

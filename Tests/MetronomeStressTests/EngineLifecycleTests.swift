@@ -82,7 +82,8 @@ struct EngineLifecycleTests {
                 return error.code == EINVAL && "\(error)".contains(setting)
             }
         }
-        #expect((try? TimerEngine(configuration: .init(spinWindow: TimerEngine.Configuration.maximumSpinWindow))) != nil)
+        #expect(
+            (try? TimerEngine(configuration: .init(spinWindow: TimerEngine.Configuration.maximumSpinWindow))) != nil)
     }
 
     /// A one-shot that fired leaves its C timer to the timer that armed it, to be disarmed

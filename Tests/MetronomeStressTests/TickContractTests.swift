@@ -27,7 +27,9 @@ struct TickContractTests {
         let recorded = LockedCondition<[(Tick, TimerInstant)]>([])
         let done = DispatchSemaphore(value: 0)
         #expect(
-            timer.schedule(deadline: .now() + .milliseconds(2), repeating: .nanoseconds(Int(period)), leeway: .nanoseconds(0)) { tick in
+            timer.schedule(
+                deadline: .now() + .milliseconds(2), repeating: .nanoseconds(Int(period)), leeway: .nanoseconds(0)
+            ) { tick in
                 let now = TimerClock.monotonic.now()
                 let count = recorded.withLock { samples in
                     samples.append((tick, now))

@@ -69,7 +69,8 @@ struct CrashPatternTests {
     func crashPattern(pattern: Pattern, subject: Subject) throws {
         let executable = try Self.executable.get()
         let outcome = try ChildProcess.run(executable, [pattern.rawValue, subject.rawValue], timeout: 30)
-        let context = "exit \(outcome.reason == .exit ? "status" : "signal") \(outcome.status); stdout: \(outcome.lines); stderr: \(outcome.stderr.prefix(400))"
+        let context =
+            "exit \(outcome.reason == .exit ? "status" : "signal") \(outcome.status); stdout: \(outcome.lines); stderr: \(outcome.stderr.prefix(400))"
 
         switch subject {
         case .raw:

@@ -76,7 +76,8 @@ struct DocumentationSnippetTests {
             .filter { $0.hasSuffix(".md") }.sorted()
             .map { "Sources/Metronome/Metronome.docc/\($0)" }
         let blocks = try (["README.md"] + articles).flatMap(Self.blocks(in:))
-        let sources = ["Tests/MetronomeTests/ReadmeSnippetTests.swift", "Tests/MetronomeTests/ArticleSnippetTests.swift"]
+        let sources =
+            ["Tests/MetronomeTests/ReadmeSnippetTests.swift", "Tests/MetronomeTests/ArticleSnippetTests.swift"]
             + (try Self.swiftFiles(under: "Benchmarks/Tests"))
         let tests = try sources.map {
             Self.code(try String(contentsOf: Self.root.appending(path: $0), encoding: .utf8).split(separator: "\n"))

@@ -1,9 +1,8 @@
 import Dispatch
-import Synchronization
-import Testing
-
 import Metronome
 import MetronomeTesting
+import Synchronization
+import Testing
 
 /// The path every backend shares, driven through backends that misbehave in the ways a
 /// real one can: refusing, firing from inside `arm`, or firing after a disarm.
@@ -24,7 +23,8 @@ final class FiringSeamTests: Sendable {
         }
 
         func arm(
-            _ schedule: TimerSchedule, clock: TimerClock, queue: DispatchQueue?, fire: @escaping @Sendable (Tick) -> Void
+            _ schedule: TimerSchedule, clock: TimerClock, queue: DispatchQueue?,
+            fire: @escaping @Sendable (Tick) -> Void
         ) -> (any ArmedTimer)? {
             guard !self.refuses.load(ordering: .relaxed) else { return nil }
             if self.firesWhileArming.load(ordering: .relaxed) {

@@ -1,8 +1,8 @@
 import Glibc
+import MetronomeTesting
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 /// What the library says about itself: descriptions of timers, ticks and engines, and
 /// configuration errors that name the setting.
@@ -117,7 +117,10 @@ struct ObservabilityTests {
         ("realtimePriority", "must be nil or in 1...99, not 0", .init(realtimePriority: 0)),
         ("realtimePriority", "must be nil or in 1...99, not 100", .init(realtimePriority: 100)),
         ("cpu", "must be nil or in 0..<\(min(sysconf(Int32(_SC_NPROCESSORS_CONF)), 1024)), not -2", .init(cpu: -2)),
-        ("cpu", "must be nil or in 0..<\(min(sysconf(Int32(_SC_NPROCESSORS_CONF)), 1024)), not 100000", .init(cpu: 100_000)),
+        (
+            "cpu", "must be nil or in 0..<\(min(sysconf(Int32(_SC_NPROCESSORS_CONF)), 1024)), not 100000",
+            .init(cpu: 100_000)
+        ),
         (
             "spinWindow", "must be in 0...\(Duration.milliseconds(1)), not \(Duration.milliseconds(-1))",
             .init(spinWindow: .milliseconds(-1))
@@ -130,7 +133,10 @@ struct ObservabilityTests {
             "spinWindow", "must be in 0...\(Duration.milliseconds(1)), not \(Duration.seconds(2))",
             .init(spinWindow: .seconds(2))
         ),
-        ("lateThreshold", "must be positive and fit in Int64 nanoseconds, not \(Duration.zero)", .init(lateThreshold: .zero)),
+        (
+            "lateThreshold", "must be positive and fit in Int64 nanoseconds, not \(Duration.zero)",
+            .init(lateThreshold: .zero)
+        ),
         ("shards", "must be in 1...64, not 0", .init(shards: 0)),
         ("shards", "must be in 1...64, not 65", .init(shards: 65)),
         ("shards", "must be in 1...64, not \(Int.min)", .init(shards: .min)),
@@ -147,7 +153,10 @@ struct ObservabilityTests {
             #expect(error.operation == "mtr_engine_create")
             #expect(error.setting == setting)
             #expect(error.reason == reason)
-            #expect(error.description == "mtr_engine_create: \(setting) \(reason): \(String(cString: strerror(EINVAL))) (errno \(EINVAL))")
+            #expect(
+                error.description
+                    == "mtr_engine_create: \(setting) \(reason): \(String(cString: strerror(EINVAL))) (errno \(EINVAL))"
+            )
         }
     }
 

@@ -1,10 +1,10 @@
 @preconcurrency import Dispatch
 import Foundation
+import MetronomeTesting
 import Synchronization
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 /// One behaviour suite, three harnesses: virtual time (`ManualTimeline`), a fresh
 /// `TimerEngine` and GCD. The bodies only use `harness.now`, `advance(by:)` and `wait(...)`,
@@ -129,14 +129,19 @@ struct SafeDispatchTimerBehaviourTests {
         // Ten and a half periods ago.
         let start = harness.now.advanced(by: .zero - (period * 10 + period / 2))
 
-        #expect(timer.schedule(deadline: start.dispatchTime, repeating: .nanoseconds(Int(period.nanoseconds)), handler: recorder.handler))
+        #expect(
+            timer.schedule(
+                deadline: start.dispatchTime, repeating: .nanoseconds(Int(period.nanoseconds)),
+                handler: recorder.handler))
         #expect(harness.wait(for: recorder, count: 2))
         #expect(timer.cancel())
         let ticks = Array(recorder.ticks.prefix(2))
         try #require(ticks.count == 2)
-        #expect(ticks[0].sequence >= 10, "the first firing stands for deadline \(ticks[0].sequence), long passed: \(ticks)")
+        #expect(
+            ticks[0].sequence >= 10, "the first firing stands for deadline \(ticks[0].sequence), long passed: \(ticks)")
         #expect(ticks[0].missed == Int(ticks[0].sequence), "the skipped deadlines are reported as missed: \(ticks)")
-        #expect(ticks[1].scheduled > ticks[0].fired, "a second firing for a deadline already passed at the first: a burst")
+        #expect(
+            ticks[1].scheduled > ticks[0].fired, "a second firing for a deadline already passed at the first: a burst")
         Self.expectOnGrid(ticks, start: start, period: period, exact: false)
     }
 
@@ -165,7 +170,9 @@ struct SafeDispatchTimerBehaviourTests {
         try #require(ticks.count == 3)
         Self.expectOnGrid(ticks, start: start, period: period, exact: false)
         #expect(ticks[1].missed >= 2, "the overrun skipped deadlines without reporting them: \(ticks)")
-        #expect(ticks[1].scheduled <= ticks[1].fired && ticks[1].fired < ticks[1].scheduled.advanced(by: period), "not the latest passed deadline: \(ticks)")
+        #expect(
+            ticks[1].scheduled <= ticks[1].fired && ticks[1].fired < ticks[1].scheduled.advanced(by: period),
+            "not the latest passed deadline: \(ticks)")
     }
 
     // MARK: Suspend and resume
@@ -236,7 +243,8 @@ struct SafeDispatchTimerBehaviourTests {
         let weak = WeakTimer(timer)
         let start = harness.now.advanced(by: Self.period)
         #expect(
-            timer.schedule(deadline: start.dispatchTime, repeating: .nanoseconds(Int(Self.period.nanoseconds))) { tick in
+            timer.schedule(deadline: start.dispatchTime, repeating: .nanoseconds(Int(Self.period.nanoseconds))) {
+                tick in
                 recorder.record(tick)
                 guard recorder.count < 5, let timer = weak.timer else { return }  // the cap
                 _ = timer.suspend()
@@ -289,7 +297,8 @@ struct SafeDispatchTimerBehaviourTests {
         let timer = harness.makeTimer()
         let interval = DispatchTimeInterval.nanoseconds(Int(Self.period.nanoseconds))
 
-        #expect(timer.schedule(deadline: harness.deadline(after: Self.period), repeating: interval, handler: first.handler))
+        #expect(
+            timer.schedule(deadline: harness.deadline(after: Self.period), repeating: interval, handler: first.handler))
         #expect(harness.wait(for: first, count: 1))
         #expect(timer.cancel())
         let cancelledEpoch = first.bumpEpoch()
@@ -392,10 +401,16 @@ struct SafeDispatchTimerBehaviourTests {
         let timers = recorders.map { _ in harness.makeTimer(queue: queue) }
         // A fast repeating timer, plus one-shots at awkward offsets.
         let start = harness.now.advanced(by: .microseconds(1_500))
-        #expect(timers[0].schedule(deadline: start.dispatchTime, repeating: .microseconds(2_500), handler: recorders[0].handler))
-        let offsets: [Duration] = [.microseconds(700), .milliseconds(3), .microseconds(5_333), .milliseconds(11), .microseconds(17_001)]
+        #expect(
+            timers[0].schedule(
+                deadline: start.dispatchTime, repeating: .microseconds(2_500), handler: recorders[0].handler))
+        let offsets: [Duration] = [
+            .microseconds(700), .milliseconds(3), .microseconds(5_333), .milliseconds(11), .microseconds(17_001),
+        ]
         for (index, offset) in offsets.enumerated() {
-            #expect(timers[index + 1].schedule(deadline: harness.deadline(after: offset), handler: recorders[index + 1].handler))
+            #expect(
+                timers[index + 1].schedule(
+                    deadline: harness.deadline(after: offset), handler: recorders[index + 1].handler))
         }
         let allRecorders = recorders
         let done = harness.wait(for: shared) {
@@ -406,7 +421,9 @@ struct SafeDispatchTimerBehaviourTests {
 
         for record in recorders.flatMap(\.all) {
             #expect(record.tick.fired >= record.tick.scheduled, "tick reported early: \(record.tick)")
-            #expect(record.clock >= record.tick.scheduled, "handler woke \(record.tick.scheduled.duration(to: record.clock)) early: \(record.tick)")
+            #expect(
+                record.clock >= record.tick.scheduled,
+                "handler woke \(record.tick.scheduled.duration(to: record.clock)) early: \(record.tick)")
             if harness.isVirtual {
                 #expect(record.tick.fired == record.tick.scheduled, "virtual time fires at the deadline itself")
             } else {
@@ -506,11 +523,14 @@ struct SafeDispatchTimerBehaviourTests {
             case .idleAfterOneShot:
                 #expect(timer.schedule(deadline: harness.deadline(after: .milliseconds(1)), handler: original.handler))
             case .running, .suspended, .cancelled:
-                #expect(timer.schedule(deadline: harness.deadline(after: far), repeating: .seconds(3600), handler: original.handler))
+                #expect(
+                    timer.schedule(
+                        deadline: harness.deadline(after: far), repeating: .seconds(3600), handler: original.handler))
                 if start == .suspended { #expect(timer.suspend()) }
                 if start == .cancelled { #expect(timer.cancel()) }
             }
-            rows.append(Row(call: call, timer: timer, original: original, replacement: TickRecorder(harness, notifier: shared)))
+            rows.append(
+                Row(call: call, timer: timer, original: original, replacement: TickRecorder(harness, notifier: shared)))
         }
         if start == .idleAfterOneShot {
             #expect(harness.wait(for: shared) { rows.allSatisfy { $0.original.count == 1 } })
@@ -581,7 +601,8 @@ struct SafeDispatchTimerBehaviourTests {
             case (_, true):
                 #expect(newFires == 1, "\(start) → \(row.call) fired \(newFires) times")
             case (_, false):
-                #expect(newFires == 0 && oldFires == 0, "\(start) → \(row.call) fired (new \(newFires), old \(oldFires))")
+                #expect(
+                    newFires == 0 && oldFires == 0, "\(start) → \(row.call) fired (new \(newFires), old \(oldFires))")
             }
             #expect(row.timer.state == expected.settled, "\(start) → \(row.call) ended \(row.timer.state)")
             row.timer.cancel()
@@ -610,10 +631,13 @@ struct SafeDispatchTimerBehaviourTests {
         var previous: Tick?
         for tick in ticks {
             let expected = start.advanced(by: period * Int(tick.sequence))
-            #expect(tick.scheduled == expected, "tick \(tick.sequence) scheduled off grid", sourceLocation: sourceLocation)
+            #expect(
+                tick.scheduled == expected, "tick \(tick.sequence) scheduled off grid", sourceLocation: sourceLocation)
             #expect(tick.fired >= tick.scheduled, "tick fired early: \(tick)", sourceLocation: sourceLocation)
             if let previous {
-                #expect(tick.sequence == previous.sequence + UInt64(tick.missed) + 1, "sequence jump: \(previous) → \(tick)", sourceLocation: sourceLocation)
+                #expect(
+                    tick.sequence == previous.sequence + UInt64(tick.missed) + 1,
+                    "sequence jump: \(previous) → \(tick)", sourceLocation: sourceLocation)
             } else {
                 #expect(tick.sequence == UInt64(tick.missed), "first tick: \(tick)", sourceLocation: sourceLocation)
             }

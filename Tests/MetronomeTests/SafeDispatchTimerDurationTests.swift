@@ -1,9 +1,9 @@
 @preconcurrency import Dispatch
 import Foundation
+import MetronomeTesting
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 /// The `Duration` forms of `schedule` and `reschedule`, and `cancelAndAwaitHandlers()`, on
 /// virtual time, the engine and GCD. Every call in every state is in
@@ -31,7 +31,8 @@ struct SafeDispatchTimerDurationTests {
         let first = ticks[0].scheduled.advanced(by: .zero - Self.period * 2 * Int(ticks[0].sequence))
         #expect(first >= before.advanced(by: Self.period))
         #expect(first <= after.advanced(by: Self.period))
-        SafeDispatchTimerBehaviourTests.expectOnGrid(ticks, start: first, period: Self.period * 2, exact: harness.isVirtual)
+        SafeDispatchTimerBehaviourTests.expectOnGrid(
+            ticks, start: first, period: Self.period * 2, exact: harness.isVirtual)
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
@@ -67,7 +68,8 @@ struct SafeDispatchTimerDurationTests {
         let ticks = recorder.ticks
         let first = ticks[0].scheduled.advanced(by: .zero - Self.period * Int(ticks[0].sequence))
         #expect(first >= before.advanced(by: Self.period))
-        SafeDispatchTimerBehaviourTests.expectOnGrid(Array(ticks.prefix(2)), start: first, period: Self.period, exact: harness.isVirtual)
+        SafeDispatchTimerBehaviourTests.expectOnGrid(
+            Array(ticks.prefix(2)), start: first, period: Self.period, exact: harness.isVirtual)
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
@@ -82,7 +84,8 @@ struct SafeDispatchTimerDurationTests {
         #expect(timer.reschedule(at: start, every: Self.period * 2))
         #expect(harness.wait(for: recorder, count: 2))
         #expect(timer.cancel())
-        SafeDispatchTimerBehaviourTests.expectOnGrid(Array(recorder.ticks.prefix(2)), start: start, period: Self.period * 2, exact: harness.isVirtual)
+        SafeDispatchTimerBehaviourTests.expectOnGrid(
+            Array(recorder.ticks.prefix(2)), start: start, period: Self.period * 2, exact: harness.isVirtual)
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
@@ -120,7 +123,10 @@ struct SafeDispatchTimerDurationTests {
         #expect(armed.count == 4)
         #expect(armed.allSatisfy { $0.leewayNanoseconds == leeway.nanoseconds })
         #expect(armed.map(\.deadlineNanoseconds) == [10, 5, 7, 9].map { Duration.seconds($0).nanoseconds })
-        #expect(armed.map(\.periodNanoseconds) == [Duration.seconds(1).nanoseconds, nil, Duration.seconds(2).nanoseconds, nil])
+        #expect(
+            armed.map(\.periodNanoseconds) == [
+                Duration.seconds(1).nanoseconds, nil, Duration.seconds(2).nanoseconds, nil,
+            ])
     }
 
     // MARK: Bad input
@@ -146,13 +152,17 @@ struct SafeDispatchTimerDurationTests {
         var timers: [SafeDispatchTimer] = []
         for (name, delay, period, leeway) in Self.badSchedules {
             let idle = harness.makeTimer()
-            #expect(!idle.schedule(after: delay, every: period, leeway: leeway, handler: recorder.handler), "\(name) accepted")
+            #expect(
+                !idle.schedule(after: delay, every: period, leeway: leeway, handler: recorder.handler),
+                "\(name) accepted")
             #expect(idle.state == .idle, "\(name) changed the state")
 
             let cancelled = harness.makeTimer()
             #expect(cancelled.schedule(after: .seconds(3600), handler: recorder.handler))
             #expect(cancelled.cancel())
-            #expect(!cancelled.schedule(after: delay, every: period, leeway: leeway, handler: recorder.handler), "\(name) accepted")
+            #expect(
+                !cancelled.schedule(after: delay, every: period, leeway: leeway, handler: recorder.handler),
+                "\(name) accepted")
             #expect(cancelled.state == .cancelled)
             timers += [idle, cancelled]
         }
@@ -230,7 +240,9 @@ struct SafeDispatchTimerDurationTests {
         }
         #expect(await poll { timer.state == .cancelled }, "cancelAndAwaitHandlers did not cancel")
         // Bounded: the task must still be suspended while the handler runs.
-        #expect(!(await poll(timeout: .milliseconds(150)) { returned.opened }), "returned while its handler was still running")
+        #expect(
+            !(await poll(timeout: .milliseconds(150)) { returned.opened }),
+            "returned while its handler was still running")
         release.open()
         #expect(await waiter.value, "returned before the handler finished")
 

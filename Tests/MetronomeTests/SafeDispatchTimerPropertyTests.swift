@@ -1,11 +1,11 @@
 @preconcurrency import Dispatch
 import Foundation
 import Glibc
+import MetronomeTesting
 import Synchronization
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 /// Random operation sequences: four threads against the real backends, and a long
 /// single-threaded run in virtual time checked step by step against a reference model.
@@ -108,7 +108,9 @@ struct SafeDispatchTimerPropertyTests {
             { tick in
                 let clock = self.harness.handlerClock()
                 let epoch = self.epoch.load(ordering: .acquiring)
-                let entry = Entry(id: tick.scheduled.nanoseconds % SafeDispatchTimerPropertyTests.unit, epoch: epoch, tick: tick, clock: clock)
+                let entry = Entry(
+                    id: tick.scheduled.nanoseconds % SafeDispatchTimerPropertyTests.unit, epoch: epoch, tick: tick,
+                    clock: clock)
                 self.entries.withLock { $0.append(entry) }
             }
         }
@@ -202,13 +204,17 @@ struct SafeDispatchTimerPropertyTests {
                 case .cancel:
                     returned = self.timer.cancel()
                     if returned == true {
-                        if before == .running, let current = model.current { model.close(current, at: endEpoch, grace: 1) }
+                        if before == .running, let current = model.current {
+                            model.close(current, at: endEpoch, grace: 1)
+                        }
                         model.current = nil
                     }
                 case .cancelAndWait:
                     self.timer.cancelAndWait()
                     if expected.state != before {
-                        if before == .running, let current = model.current { model.close(current, at: endEpoch, grace: 0) }
+                        if before == .running, let current = model.current {
+                            model.close(current, at: endEpoch, grace: 0)
+                        }
                         model.current = nil
                     }
                 case .readState:
@@ -295,10 +301,14 @@ struct SafeDispatchTimerPropertyTests {
             switch operation {
             case .schedule, .scheduleAt:
                 let arming = chaos.newArming(using: &generator)
-                returned = chaos.timer.schedule(at: TimerInstant(nanoseconds: arming.deadline), every: .nanoseconds(arming.period), handler: chaos.handler)
+                returned = chaos.timer.schedule(
+                    at: TimerInstant(nanoseconds: arming.deadline), every: .nanoseconds(arming.period),
+                    handler: chaos.handler)
             case .reschedule:
                 let arming = chaos.newArming(using: &generator)
-                returned = chaos.timer.reschedule(deadline: DispatchTime(uptimeNanoseconds: UInt64(arming.deadline)), repeating: .nanoseconds(Int(arming.period)))
+                returned = chaos.timer.reschedule(
+                    deadline: DispatchTime(uptimeNanoseconds: UInt64(arming.deadline)),
+                    repeating: .nanoseconds(Int(arming.period)))
             case .suspend: returned = chaos.timer.suspend()
             case .resume: returned = chaos.timer.resume()
             case .cancel: returned = chaos.timer.cancel()
@@ -342,7 +352,9 @@ struct SafeDispatchTimerPropertyTests {
 
     /// What `TimerContract` says `operation` returns from `state` (`nil` for the calls that
     /// return nothing) and leaves behind.
-    static func expectedOutcome(_ operation: Operation, from state: SafeDispatchTimer.State) -> (returns: Bool?, state: SafeDispatchTimer.State) {
+    static func expectedOutcome(_ operation: Operation, from state: SafeDispatchTimer.State) -> (
+        returns: Bool?, state: SafeDispatchTimer.State
+    ) {
         guard let contract = operation.contract else { return (nil, state) }
         let outcome = TimerContract.outcome(of: contract, in: state)
         return (operation == .cancelAndWait ? nil : outcome.accepted, outcome.state)
@@ -350,18 +362,24 @@ struct SafeDispatchTimerPropertyTests {
 
     static func checkNeverEarly(_ entries: [Entry], seed: UInt64, sourceLocation: SourceLocation = #_sourceLocation) {
         let early = entries.filter { $0.tick.fired < $0.tick.scheduled || $0.clock < $0.tick.scheduled }
-        #expect(early.isEmpty, "seed \(seed): \(early.count) early firings, first \(String(describing: early.first))", sourceLocation: sourceLocation)
+        #expect(
+            early.isEmpty, "seed \(seed): \(early.count) early firings, first \(String(describing: early.first))",
+            sourceLocation: sourceLocation)
     }
 
     /// Every firing belongs to a phase that was armed at the epoch it saw, except at most
     /// `grace` firings per arming that were already decided when the call ending it returned.
     static func checkNoStaleFiring(_ entries: [Entry], model: Model, seed: UInt64) {
         let (unknown, violations) = Self.staleFirings(entries, intervals: model.intervals)
-        #expect(unknown.isEmpty, "seed \(seed): \(unknown.count) firings of a phase never armed, first \(String(describing: unknown.first))")
+        #expect(
+            unknown.isEmpty,
+            "seed \(seed): \(unknown.count) firings of a phase never armed, first \(String(describing: unknown.first))")
         #expect(violations.isEmpty, "seed \(seed): \(violations.prefix(5))")
     }
 
-    static func staleFirings(_ entries: [Entry], intervals: [Int64: [LiveInterval]]) -> (unknown: [Entry], violations: [String]) {
+    static func staleFirings(_ entries: [Entry], intervals: [Int64: [LiveInterval]]) -> (
+        unknown: [Entry], violations: [String]
+    ) {
         var intervals = intervals
         var unknown: [Entry] = []
         for entry in entries {
@@ -400,7 +418,9 @@ struct SafeDispatchTimerPropertyTests {
             9: [LiveInterval(start: 1, end: 3, grace: 0)],
         ]
         // Inside the intervals, and one in flight after phase 7's first end: fine.
-        #expect(Self.staleFirings([entry(7, 0), entry(7, 1), entry(7, 2), entry(7, 5), entry(9, 2)], intervals: intervals).violations.isEmpty)
+        #expect(
+            Self.staleFirings([entry(7, 0), entry(7, 1), entry(7, 2), entry(7, 5), entry(9, 2)], intervals: intervals)
+                .violations.isEmpty)
         // Two after phase 7's first end: one too many.
         #expect(Self.staleFirings([entry(7, 2), entry(7, 3)], intervals: intervals).violations.count == 1)
         // Any after a cancelAndWait (grace 0).
@@ -500,7 +520,8 @@ struct SafeDispatchTimerPropertyTests {
             let index = Int.random(in: 0..<count, using: &generator)
             let timer = timers[index]
             let now = timeline.now.nanoseconds
-            let deadline = now + Int64.random(in: 0...40, using: &generator) * ms + Int64.random(in: 0...999, using: &generator)
+            let deadline =
+                now + Int64.random(in: 0...40, using: &generator) * ms + Int64.random(in: 0...999, using: &generator)
             let period: Int64? = Bool.random(using: &generator) ? nil : Int64.random(in: 1...15, using: &generator) * ms
             let description: String
             switch Int.random(in: 0..<10, using: &generator) {
@@ -512,12 +533,17 @@ struct SafeDispatchTimerPropertyTests {
                     leeway: .microseconds(Int.random(in: 0...500, using: &generator)),
                     handler: handler(index)
                 )
-                #expect(accepted == models[index].schedule(deadline: deadline, period: period), "step \(step): \(description) (seed \(seed))")
+                #expect(
+                    accepted == models[index].schedule(deadline: deadline, period: period),
+                    "step \(step): \(description) (seed \(seed))")
             case 1:
                 description = "schedule(at: +\(deadline - now), every: \(String(describing: period)))"
                 let accepted = timer.schedule(
-                    at: TimerInstant(nanoseconds: deadline), every: period.map { .nanoseconds($0) }, handler: handler(index))
-                #expect(accepted == models[index].schedule(deadline: deadline, period: period), "step \(step): \(description) (seed \(seed))")
+                    at: TimerInstant(nanoseconds: deadline), every: period.map { .nanoseconds($0) },
+                    handler: handler(index))
+                #expect(
+                    accepted == models[index].schedule(deadline: deadline, period: period),
+                    "step \(step): \(description) (seed \(seed))")
             case 2:
                 let milliseconds = Int64.random(in: 1...20, using: &generator)
                 description = "schedule(interval: \(milliseconds) ms)"
@@ -535,7 +561,9 @@ struct SafeDispatchTimerPropertyTests {
                 let accepted = timer.reschedule(
                     deadline: DispatchTime(uptimeNanoseconds: UInt64(deadline)),
                     repeating: period.map { .nanoseconds(Int($0)) } ?? .never)
-                #expect(accepted == models[index].reschedule(deadline: deadline, period: period), "step \(step): \(description) (seed \(seed))")
+                #expect(
+                    accepted == models[index].reschedule(deadline: deadline, period: period),
+                    "step \(step): \(description) (seed \(seed))")
             case 4:
                 description = "suspend"
                 #expect(timer.suspend() == models[index].suspend(), "step \(step): suspend (seed \(seed))")
@@ -567,7 +595,8 @@ struct SafeDispatchTimerPropertyTests {
             }
         }
         for index in 0..<count {
-            #expect(fired[index].current.map(\.fired.nanoseconds) == models[index].fired, "timer \(index) (seed \(seed))")
+            #expect(
+                fired[index].current.map(\.fired.nanoseconds) == models[index].fired, "timer \(index) (seed \(seed))")
         }
         #expect(clockErrors.current == 0, "handlers saw the clock off their deadline")
         #expect(models.map(\.fired.count).reduce(0, +) > 500, "too few firings to mean anything")

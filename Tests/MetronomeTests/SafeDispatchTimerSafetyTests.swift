@@ -1,10 +1,10 @@
 @preconcurrency import Dispatch
 import Foundation
 import Glibc
+import MetronomeTesting
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 /// What must never crash, leak a firing, or deadlock: bad input, `deinit` in every state,
 /// `cancelAndWait` from inside and outside the handler, handlers that cancel, reschedule or
@@ -27,13 +27,16 @@ struct SafeDispatchTimerSafetyTests {
         var timers: [SafeDispatchTimer] = []
         for interval in Self.badIntervals {
             let idle = harness.makeTimer()
-            #expect(!idle.schedule(interval: interval, handler: recorder.untimedHandler), "interval \(interval) accepted")
+            #expect(
+                !idle.schedule(interval: interval, handler: recorder.untimedHandler), "interval \(interval) accepted")
             #expect(idle.state == .idle, "interval \(interval) changed the state")
 
             let cancelled = harness.makeTimer()
             #expect(cancelled.schedule(deadline: harness.deadline(after: .seconds(3600)), handler: recorder.handler))
             #expect(cancelled.cancel())
-            #expect(!cancelled.schedule(interval: interval, handler: recorder.untimedHandler), "interval \(interval) accepted")
+            #expect(
+                !cancelled.schedule(interval: interval, handler: recorder.untimedHandler),
+                "interval \(interval) accepted")
             #expect(cancelled.state == .cancelled)
             timers += [idle, cancelled]
         }
@@ -99,7 +102,9 @@ struct SafeDispatchTimerSafetyTests {
         ]
         for (name, deadline, period, leeway) in badAt {
             let timer = harness.makeTimer()
-            #expect(!timer.schedule(at: deadline, every: period, leeway: leeway, handler: recorder.handler), "\(name) accepted")
+            #expect(
+                !timer.schedule(at: deadline, every: period, leeway: leeway, handler: recorder.handler),
+                "\(name) accepted")
             #expect(timer.state == .idle, "\(name) changed the state")
             timers.append(timer)
         }
@@ -118,7 +123,9 @@ struct SafeDispatchTimerSafetyTests {
         let deadline = harness.now.advanced(by: Self.period * 3)
         #expect(timer.schedule(deadline: deadline.dispatchTime, handler: recorder.handler))
         for bad: DispatchTimeInterval in [.nanoseconds(-1), .seconds(-5), .nanoseconds(0), .seconds(Int.max)] {
-            #expect(!timer.reschedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: bad), "\(bad) accepted")
+            #expect(
+                !timer.reschedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: bad),
+                "\(bad) accepted")
             #expect(timer.state == .running)
         }
         #expect(harness.wait(for: recorder, count: 1))
@@ -183,22 +190,33 @@ struct SafeDispatchTimerSafetyTests {
         case .idleNeverScheduled:
             break
         case .idleAfterOneShot:
-            #expect(timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), handler: recorder.handler) == true)
+            #expect(
+                timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), handler: recorder.handler) == true)
             #expect(harness.wait(for: recorder, count: 1))
             #expect(timer?.state == .idle)
         case .running:
-            #expect(timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating, handler: recorder.handler) == true)
+            #expect(
+                timer?.schedule(
+                    deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating, handler: recorder.handler
+                ) == true)
             #expect(harness.wait(for: recorder, count: 2))
         case .suspended:
-            #expect(timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating, handler: recorder.handler) == true)
+            #expect(
+                timer?.schedule(
+                    deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating, handler: recorder.handler
+                ) == true)
             #expect(harness.wait(for: recorder, count: 1))
             #expect(timer?.suspend() == true)
         case .cancelled:
-            #expect(timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating, handler: recorder.handler) == true)
+            #expect(
+                timer?.schedule(
+                    deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating, handler: recorder.handler
+                ) == true)
             #expect(harness.wait(for: recorder, count: 1))
             #expect(timer?.cancel() == true)
         case .midHandlerInline, .midHandlerOnQueue:
-            let scheduled = timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating) { tick in
+            let scheduled = timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating) {
+                tick in
                 recorder.record(tick)
                 if !entered.opened {
                     entered.open()
@@ -291,7 +309,8 @@ struct SafeDispatchTimerSafetyTests {
         // The cancel part happens at once, before the wait.
         #expect(harness.eventually { timer.state == .cancelled }, "cancelAndWait did not cancel")
         // Bounded: cancelAndWait must still be blocked while the handler is.
-        #expect(!returned.wait(timeout: .milliseconds(150)), "cancelAndWait returned while its handler was still running")
+        #expect(
+            !returned.wait(timeout: .milliseconds(150)), "cancelAndWait returned while its handler was still running")
         release.open()
         #expect(returned.wait(), "cancelAndWait never returned after the handler did")
         #expect(finishedWhenReturned.current == true, "cancelAndWait returned before the handler finished")
@@ -388,7 +407,9 @@ struct SafeDispatchTimerSafetyTests {
         let probe = WeakTimer(holder.timer)
         let recorder = TickRecorder(harness)
         let dropped = Gate()
-        let scheduled = holder.timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5)) { tick in
+        let scheduled = holder.timer?.schedule(
+            deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5)
+        ) { tick in
             recorder.record(tick)
             holder.drop()  // deinit runs here, inside the timer's own handler
             dropped.open()
@@ -412,8 +433,14 @@ struct SafeDispatchTimerSafetyTests {
         let inline = harness.makeTimer()
         let queued = TickRecorder(harness)
         let unqueued = TickRecorder(harness)
-        #expect(onQueue.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(3), handler: queued.handler))
-        #expect(inline.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(3), handler: unqueued.handler))
+        #expect(
+            onQueue.schedule(
+                deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(3),
+                handler: queued.handler))
+        #expect(
+            inline.schedule(
+                deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(3),
+                handler: unqueued.handler))
         #expect(harness.wait(for: queued, count: 3))
         #expect(harness.wait(for: unqueued, count: 3))
         onQueue.cancelAndWait()
@@ -438,7 +465,10 @@ struct SafeDispatchTimerSafetyTests {
         let release = Gate()
         #expect(
             timer.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5)) { _ in
-                let concurrent = active.withLock { $0 += 1; return $0 }
+                let concurrent = active.withLock {
+                    $0 += 1
+                    return $0
+                }
                 if concurrent > 1 { overlaps.withLock { $0 += 1 } }
                 calls.withLock { $0 += 1 }
                 if !entered.opened {
@@ -468,7 +498,10 @@ struct SafeDispatchTimerSafetyTests {
         let engine = harness.engine
         let recorder = TickRecorder(harness)
         let armedBefore = harness.makeTimer(queue: onQueue ? markedQueue("metronome.tests.shutdown") : nil)
-        #expect(armedBefore.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5), handler: recorder.handler))
+        #expect(
+            armedBefore.schedule(
+                deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5),
+                handler: recorder.handler))
         #expect(harness.wait(for: recorder, count: 2))
 
         engine.shutdown()
@@ -526,7 +559,9 @@ struct SafeDispatchTimerSafetyTests {
         let harness = try EngineHarness(configuration: .init(realtimePriority: 10))
         defer { harness.tearDown() }
         let report = harness.engine.threadReport
-        print("realtimePriority 10: granted \(String(describing: report.realtimePriority)), refusal \(String(describing: report.realtimeRefusal))")
+        print(
+            "realtimePriority 10: granted \(String(describing: report.realtimePriority)), refusal \(String(describing: report.realtimeRefusal))"
+        )
         if let priority = report.realtimePriority {
             #expect(priority == 10)
             #expect(report.realtimeRefusal == nil)

@@ -1,8 +1,7 @@
 import Foundation
-import Testing
-
 import Metronome
 import MetronomeTesting
+import Testing
 
 /// The contract table itself: complete, true to its own promises, and the table the
 /// documentation shows. The behaviour and property suites check the timer against it.

@@ -1,11 +1,11 @@
 @preconcurrency import Dispatch
 import Foundation
 @_exported import MetronomeTestSupport
+import MetronomeTesting
 import Synchronization
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 extension Tag {
     /// Tests that wait on real time: serialized, time-limited, and the first to blame when

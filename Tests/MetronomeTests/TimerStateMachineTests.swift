@@ -1,7 +1,7 @@
+import MetronomeTesting
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 // Fixtures. Force-unwrapped: the values are valid by construction.
 private let oneShot = TimerSchedule(deadlineNanoseconds: 1_000, leewayNanoseconds: 10)!
@@ -149,7 +149,8 @@ private func unchanged(_ start: StartState, _ state: TimerStateMachine.State, ex
     let unchangedEffect: [TableEvent: Effect] = [
         .schedule: .reject, .reschedule: .reject, .suspend: .reject, .resume: .reject, .cancel: .reject,
         .firedCurrent: .ignore, .firedStale: .ignore, .armedCurrent: .armed(start: false),
-        .armedStale: .armed(start: false), .refusedCurrent: .refused(stopped: false), .refusedStale: .refused(stopped: false),
+        .armedStale: .armed(start: false), .refusedCurrent: .refused(stopped: false),
+        .refusedStale: .refused(stopped: false),
     ]
     return TableEvent.allCases.filter { !except.contains($0) }.map { .init(start, $0, unchangedEffect[$0]!, state) }
 }
@@ -159,36 +160,53 @@ private func unchanged(_ start: StartState, _ state: TimerStateMachine.State, ex
 /// leaves the state unchanged.
 private let transitions: [Transition] =
     [
-        .init(.idle, .schedule, .arm(replacement, generation: 1, disarming: nil), .running(replacement, arming: nil)),
+        .init(.idle, .schedule, .arm(replacement, generation: 1, disarming: nil), .running(replacement, arming: nil))
     ] + unchanged(.idle, .idle, except: [.schedule])
     + [
-        .init(.arming, .reschedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, arming: nil)),
+        .init(
+            .arming, .reschedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, arming: nil)),
         .init(.arming, .suspend, .disarm(nil), .suspended(oneShot)),
         .init(.arming, .cancel, .disarm(nil), .cancelled),
         .init(.arming, .armedCurrent, .armed(start: true), .running(oneShot, arming: armingID(2))),
         .init(.arming, .refusedCurrent, .refused(stopped: true), .idle),
-    ] + unchanged(.arming, .running(oneShot, arming: nil), except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent])
+    ]
+    + unchanged(
+        .arming, .running(oneShot, arming: nil),
+        except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent])
     + [
-        .init(.runningOneShot, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, arming: nil)),
+        .init(
+            .runningOneShot, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)),
+            .running(replacement, arming: nil)),
         .init(.runningOneShot, .suspend, .disarm(armingID(1)), .suspended(oneShot)),
         .init(.runningOneShot, .cancel, .disarm(armingID(1)), .cancelled),
         .init(.runningOneShot, .firedCurrent, .runHandler, .idle),
         .init(.runningOneShot, .refusedCurrent, .refused(stopped: true), .idle),
-    ] + unchanged(.runningOneShot, .running(oneShot, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+    ]
+    + unchanged(
+        .runningOneShot, .running(oneShot, arming: armingID(1)),
+        except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
     + [
-        .init(.runningRepeating, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)), .running(replacement, arming: nil)),
+        .init(
+            .runningRepeating, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)),
+            .running(replacement, arming: nil)),
         .init(.runningRepeating, .suspend, .disarm(armingID(1)), .suspended(repeating)),
         .init(.runningRepeating, .cancel, .disarm(armingID(1)), .cancelled),
         .init(.runningRepeating, .firedCurrent, .runHandler, .running(repeating, arming: armingID(1))),
         .init(.runningRepeating, .refusedCurrent, .refused(stopped: true), .idle),
-    ] + unchanged(.runningRepeating, .running(repeating, arming: armingID(1)), except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+    ]
+    + unchanged(
+        .runningRepeating, .running(repeating, arming: armingID(1)),
+        except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
     + [
         .init(.suspended, .reschedule, .keepSuspended, .suspended(replacement)),
-        .init(.suspended, .resume, .arm(resumedRepeating, generation: 2, disarming: nil), .running(resumedRepeating, arming: nil)),
+        .init(
+            .suspended, .resume, .arm(resumedRepeating, generation: 2, disarming: nil),
+            .running(resumedRepeating, arming: nil)),
         .init(.suspended, .cancel, .acknowledge, .cancelled),
     ] + unchanged(.suspended, .suspended(repeating), except: [.reschedule, .resume, .cancel])
     + [
-        .init(.cancelled, .schedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, arming: nil)),
+        .init(
+            .cancelled, .schedule, .arm(replacement, generation: 2, disarming: nil), .running(replacement, arming: nil))
     ] + unchanged(.cancelled, .cancelled, except: [.schedule])
 
 @Suite struct TimerStateMachineTests {

@@ -1,8 +1,8 @@
 import Foundation
+import MetronomeTesting
 import Testing
 
 @testable import Metronome
-import MetronomeTesting
 
 /// `ManualClock`, `EngineClock`, ticks, `ExpiringValue` and `TimerScheduler` on a
 /// `ManualTimeline`: everything happens when the test advances time, and nothing else.

@@ -60,7 +60,8 @@ final class CoreFixture: @unchecked Sendable {
         let now = Self.now()
         for _ in 0..<background {
             let timer = self.makeTimer()
-            precondition(mtr_timer_arm_once(self.engine, timer, .MTR_CLOCK_MONOTONIC, self.farDeadline(from: now), 0) == 0)
+            precondition(
+                mtr_timer_arm_once(self.engine, timer, .MTR_CLOCK_MONOTONIC, self.farDeadline(from: now), 0) == 0)
         }
     }
 
@@ -122,7 +123,8 @@ private func coreBenchmarks() {
         } setup: {
             let fixture = CoreFixture(background: background)
             let timer = fixture.makeTimer()
-            _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: CoreFixture.now()), 0)
+            _ = mtr_timer_arm_once(
+                fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: CoreFixture.now()), 0)
             reschedule.value = (fixture, timer)
         } teardown: {
             reschedule.value = nil

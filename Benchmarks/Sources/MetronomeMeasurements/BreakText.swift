@@ -7,7 +7,8 @@ enum BreakText {
         let agoNanoseconds = MonotonicTime.now() - firstBreak.firedNanoseconds
         let wall = Date().addingTimeInterval(-Double(agoNanoseconds) / 1e9)
         let lateness = NumberText.microseconds(Double(firstBreak.latenessNanoseconds) / 1_000)
-        return "breaktrace: \(backend) fired \(lateness) µs late at \(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(wall)) "
+        return
+            "breaktrace: \(backend) fired \(lateness) µs late at \(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(wall)) "
             + "(CLOCK_MONOTONIC \(firstBreak.firedNanoseconds) ns), sample \(firstBreak.sample) of round \(round); run stopped"
     }
 }

@@ -89,8 +89,11 @@ public enum JitterRunner {
                 latency: summary,
                 wakeupsPerSecond: total.cost.perSecond(total.counters.wakeups ?? total.cost.voluntaryWakeups),
                 cpuMillisecondsPer1k: total.cost.cpuMillisecondsPer1k(firings: total.recorder.firings),
-                note: [RunNotes.resultNote(backend: subject.name, counters: total.counters), breakNote?.subject == index ? breakNote?.text : nil]
-                    .compactMap { $0 }.joined(separator: "; ").nilIfEmpty,
+                note: [
+                    RunNotes.resultNote(backend: subject.name, counters: total.counters),
+                    breakNote?.subject == index ? breakNote?.text : nil,
+                ]
+                .compactMap { $0 }.joined(separator: "; ").nilIfEmpty,
                 threads: total.counters.threads
             )
         }
@@ -118,7 +121,9 @@ public enum JitterRunner {
     ///   - config: The settings the results were measured with.
     ///   - load: The busy threads that ran.
     ///   - results: The results, for their backends and notes.
-    public static func notes(config: JitterConfiguration, load: Int, rounds: Int = 1, results: [JitterResult]) -> [String] {
+    public static func notes(config: JitterConfiguration, load: Int, rounds: Int = 1, results: [JitterResult])
+        -> [String]
+    {
         var notes = RunNotes.common(backends: results.map(\.backend), load: load, rounds: rounds)
         notes.append("lateness = firing time − deadline on \(config.clock.cName), measured at handler entry")
         if config.timers > 1 {

@@ -62,7 +62,8 @@ public final class LatencyRecorder: Sendable {
         self.breakAboveNanoseconds = breakAboveNanoseconds
         // Sized for an hour up front (about 300 KB): growing it on a first large value
         // would stall the firing path that is being measured.
-        var histogram = Histogram<UInt64>(highestTrackableValue: 3_600_000_000_000, numberOfSignificantValueDigits: .three)
+        var histogram = Histogram<UInt64>(
+            highestTrackableValue: 3_600_000_000_000, numberOfSignificantValueDigits: .three)
         histogram.autoResize = true
         self.state = LockedCondition(State(histogram: histogram))
     }
@@ -88,7 +89,8 @@ public final class LatencyRecorder: Sendable {
         let lateness = firedNanoseconds - scheduledNanoseconds
         let completed: Bool = self.state.withLock { state in
             state.firings += 1
-            guard state.firings > self.discardFirst, state.samples < self.target, state.firstBreak == nil, !state.stopped
+            guard state.firings > self.discardFirst, state.samples < self.target, state.firstBreak == nil,
+                !state.stopped
             else { return false }
             if lateness < 0 {
                 state.early += 1
@@ -97,7 +99,8 @@ public final class LatencyRecorder: Sendable {
             state.missed += missed
             state.samples += 1
             if let limit = self.breakAboveNanoseconds, lateness > limit {
-                state.firstBreak = Break(latenessNanoseconds: lateness, firedNanoseconds: firedNanoseconds, sample: state.samples)
+                state.firstBreak = Break(
+                    latenessNanoseconds: lateness, firedNanoseconds: firedNanoseconds, sample: state.samples)
                 return true
             }
             return state.samples == self.target

@@ -7,7 +7,8 @@ extension PosixThread {
     ///
     /// - Throws: ``MeasurementError/systemCall(_:code:)`` when the CPU is refused (`EINVAL`
     ///   for one the process may not use) or `pthread_create` fails.
-    public static func spawn(cpu: Int?, _ body: @escaping @Sendable () -> Void) throws(MeasurementError) -> PosixThread {
+    public static func spawn(cpu: Int?, _ body: @escaping @Sendable () -> Void) throws(MeasurementError) -> PosixThread
+    {
         do {
             guard let cpu else { return try PosixThread.spawn(body) }
             return try PosixThread.spawn(

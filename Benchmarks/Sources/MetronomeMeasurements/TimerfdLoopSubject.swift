@@ -81,7 +81,9 @@ public struct TimerfdLoopSubject: JitterSubject {
             guard timerfd_settime(fd, CInt(TFD_TIMER_ABSTIME), &schedule, nil) == 0 else {
                 throw .systemCall("timerfd_settime", code: errno)
             }
-            let thread = try PosixThread.spawn(cpu: self.cpu) { self.readLoop(fd: fd, timer: timer, recorder: recorder) }
+            let thread = try PosixThread.spawn(cpu: self.cpu) {
+                self.readLoop(fd: fd, timer: timer, recorder: recorder)
+            }
             self.timers.withLock { $0[index].thread = thread }
         }
 

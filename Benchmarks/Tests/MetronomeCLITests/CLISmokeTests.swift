@@ -8,7 +8,8 @@ import Testing
 @Suite(.serialized)
 struct CLISmokeTests {
     static let latencyKeys: Set<String> = [
-        "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
+        "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
+        "missed", "early",
         "wakeups_per_s", "cpu_ms_per_1k",
     ]
 
@@ -49,7 +50,10 @@ struct CLISmokeTests {
     @Test(.timeLimit(.minutes(5)))
     func jitterRecordsThePolicyAndThePriorityItRanWith() throws {
         let report = try self.envelope(
-            ["jitter", "--policy", "other", "--priority", "70", "--samples", "50", "--rounds", "1", "--backends", "engine-rt"],
+            [
+                "jitter", "--policy", "other", "--priority", "70", "--samples", "50", "--rounds", "1", "--backends",
+                "engine-rt",
+            ],
             command: "jitter")
         #expect(report.config["policy"] as? String == "other")
         #expect(report.config["priority"] as? Int == 0)
@@ -123,7 +127,8 @@ struct CLISmokeTests {
     func nsecsPrintsTheTableInNanoseconds() throws {
         let executable = try ChildProcess.product("metronome").get()
         let run = try ChildProcess.run(
-            executable, ["jitter", "--nsecs", "--threads", "2", "--samples", "50", "--rounds", "1", "--backends", "timerfd"],
+            executable,
+            ["jitter", "--nsecs", "--threads", "2", "--samples", "50", "--rounds", "1", "--backends", "timerfd"],
             timeout: 240)
         #expect(run.status == 0, "stderr: \(run.stderr.suffix(2000))")
         #expect(run.stdout.contains("p99 ns"))
@@ -156,7 +161,8 @@ struct CLISmokeTests {
         for row in rows {
             #expect(
                 Set(row.keys).isSuperset(of: [
-                    "add_cancel_per_s", "reschedule_per_s", "reschedule_later_per_s", "bytes_per_timer", "fires_per_s", "out_of_order", "early",
+                    "add_cancel_per_s", "reschedule_per_s", "reschedule_later_per_s", "bytes_per_timer", "fires_per_s",
+                    "out_of_order", "early",
                 ]))
             #expect(row["fired"] as? Int == row["timers"] as? Int, "\(row)")
             #expect(row["out_of_order"] as? Int == 0, "\(row)")

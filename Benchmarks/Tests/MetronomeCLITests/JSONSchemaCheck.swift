@@ -32,7 +32,9 @@ enum JSONSchemaCheck {
                 found.append("\(path): missing required key '\(key)'")
             }
             for (key, property) in schema["properties"] as? [String: [String: Any]] ?? [:] {
-                if let child = object[key] { found += self.violations(of: child, against: property, at: "\(path).\(key)") }
+                if let child = object[key] {
+                    found += self.violations(of: child, against: property, at: "\(path).\(key)")
+                }
             }
         }
         if let alternatives = schema["anyOf"] as? [[String: Any]] {

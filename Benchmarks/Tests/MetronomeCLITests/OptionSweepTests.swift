@@ -29,7 +29,8 @@ struct OptionSweepTests {
         for subcommand in subcommands {
             let name = try #require(subcommand["commandName"] as? String)
             guard Self.quickArguments[name] != nil else { continue }  // help
-            for argument in subcommand["arguments"] as? [[String: Any]] ?? [] where argument["kind"] as? String == "option" {
+            for argument in subcommand["arguments"] as? [[String: Any]] ?? []
+            where argument["kind"] as? String == "option" {
                 let names = argument["names"] as? [[String: Any]] ?? []
                 if let long = names.first(where: { $0["kind"] as? String == "long" })?["name"] as? String {
                     options.append((name, long))
@@ -60,7 +61,9 @@ struct OptionSweepTests {
                     run.status == 0 || run.status == 64,
                     "\(shown): exit \(run.status); \(run.stderr.suffix(500)) \(violations.prefix(5))")
                 if run.status == 64 {
-                    #expect(run.stderr.contains("--\(option)"), "\(shown): the error does not name the option: \(run.stderr)")
+                    #expect(
+                        run.stderr.contains("--\(option)"),
+                        "\(shown): the error does not name the option: \(run.stderr)")
                     #expect(run.stderr.contains("Usage: metronome \(subcommand)"), "\(shown): no usage: \(run.stderr)")
                 }
             }

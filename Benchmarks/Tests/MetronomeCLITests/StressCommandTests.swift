@@ -53,7 +53,10 @@ struct StressCommandTests {
         let schemaViolations = JSONSchemaCheck.violations(of: json, against: try JSONSchemaCheck.schema(for: "stress"))
         #expect(schemaViolations.isEmpty, "\(schemaViolations)")
         #expect(output.tool == "metronome" && output.command == "stress")
-        #expect(Set(output.results.map(\.backend)) == ["engine", "sharded-engine", "dispatch", "scheduler", "expiring-value", "lifecycle", "all"])
+        #expect(
+            Set(output.results.map(\.backend)) == [
+                "engine", "sharded-engine", "dispatch", "scheduler", "expiring-value", "lifecycle", "all",
+            ])
         let violations = output.notes.filter { $0.hasPrefix("violation:") }
         for row in output.results {
             // Every subject really ran and fired.

@@ -27,4 +27,3 @@ import Testing
         #expect(allowed.cpus.count <= sysconf(Int32(_SC_NPROCESSORS_ONLN)))
     }
 }
-

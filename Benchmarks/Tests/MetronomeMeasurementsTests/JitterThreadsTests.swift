@@ -14,7 +14,8 @@ import Testing
                 recorder.record(scheduledNanoseconds: 0, firedNanoseconds: latenessNanoseconds, missed: 0)
             }
             guard recorder.waitUntilComplete(timeout: .seconds(30)) else {
-                throw MeasurementError.timedOut(backend: self.name, recorded: recorder.summary.samples, expected: recorder.target)
+                throw MeasurementError.timedOut(
+                    backend: self.name, recorded: recorder.summary.samples, expected: recorder.target)
             }
             return SubjectCounters(wakeups: 1, note: "one-sample: a note every thread gives")
         }

@@ -154,7 +154,9 @@ import Testing
         recorder.record(scheduledNanoseconds: 10, firedNanoseconds: 1_011, missed: 0)
         #expect(recorder.isComplete)
         #expect(recorder.waitUntilComplete(timeout: .zero))
-        #expect(recorder.firstBreak == LatencyRecorder.Break(latenessNanoseconds: 1_001, firedNanoseconds: 1_011, sample: 3))
+        #expect(
+            recorder.firstBreak == LatencyRecorder.Break(latenessNanoseconds: 1_001, firedNanoseconds: 1_011, sample: 3)
+        )
         recorder.record(scheduledNanoseconds: 0, firedNanoseconds: 9_000, missed: 0)
         #expect(recorder.summary.samples == 3)
 

@@ -74,7 +74,8 @@ import Testing
         #expect(top["command"] as? String == "jitter")
         #expect(top["notes"] as? [String] == ["a note"])
         let config = try #require(top["config"] as? [String: Any])
-        #expect(Set(config.keys) == ["interval_ns", "samples", "timers", "leeway_ns", "handler_work_ns", "warmup", "clock"])
+        #expect(
+            Set(config.keys) == ["interval_ns", "samples", "timers", "leeway_ns", "handler_work_ns", "warmup", "clock"])
         let machineKeys = try #require(top["machine"] as? [String: Any]).keys
         #expect(
             Set(machineKeys) == [
@@ -85,7 +86,8 @@ import Testing
         let row = try #require((top["results"] as? [[String: Any]])?.first)
         #expect(
             Set(row.keys) == [
-                "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
+                "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us",
+                "max_us", "missed", "early",
                 "wakeups_per_s", "cpu_ms_per_1k",
             ]
         )
@@ -113,7 +115,10 @@ import Testing
         let json = String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
         let row = try object(json)
         let rows = try #require(row["threads"] as? [[String: Any]])
-        #expect(rows.map { Set($0.keys) } == [["thread", "cpu", "samples", "max_us"], ["thread", "cpu", "samples", "max_us"]])
+        #expect(
+            rows.map { Set($0.keys) } == [
+                ["thread", "cpu", "samples", "max_us"], ["thread", "cpu", "samples", "max_us"],
+            ])
         #expect(rows[0]["cpu"] as? Int == 1)
         #expect(rows[1]["cpu"] is NSNull)
         #expect(rows[0]["max_us"] as? Double == 120.4)
@@ -147,7 +152,8 @@ import Testing
             cpuMillisecondsPer1k: 2
         )
         let report = Report(
-            command: "coalesce", invocation: invocation, config: CoalesceConfiguration(), machine: machine, results: [result])
+            command: "coalesce", invocation: invocation, config: CoalesceConfiguration(), machine: machine,
+            results: [result])
         let json = try report.jsonString()
         let top = try object(json)
         let config = try #require(top["config"] as? [String: Any])
@@ -155,7 +161,8 @@ import Testing
         let row = try #require((top["results"] as? [[String: Any]])?.first)
         #expect(
             Set(row.keys) == [
-                "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "missed", "early",
+                "backend", "samples", "min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us",
+                "max_us", "missed", "early",
                 "wakeups_per_s", "cpu_ms_per_1k", "wakeups", "optimum_wakeups", "in_window", "late",
             ]
         )

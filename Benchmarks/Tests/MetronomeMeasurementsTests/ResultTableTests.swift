@@ -51,7 +51,8 @@ import Testing
 
     @Test func jitterTableInNanosecondsPrintsWholeNanoseconds() {
         let result = JitterResult(
-            backend: "engine", latency: latency(p50: 5_123, p99: 30_000), wakeupsPerSecond: 1000, cpuMillisecondsPer1k: 9)
+            backend: "engine", latency: latency(p50: 5_123, p99: 30_000), wakeupsPerSecond: 1000,
+            cpuMillisecondsPer1k: 9)
         let rows = lines(ResultTable.jitter([result], unit: .nanoseconds))
         #expect(rows[0].contains("p50 ns"))
         #expect(!rows[0].contains("µs"))

@@ -125,7 +125,9 @@ extension RealTime {
             // One line per run (3 rounds × 2 subjects), then one per subject; each round
             // starts with the next subject.
             #expect(lines.count == 8)
-            let starts = lines.filter { $0.hasPrefix("round ") }.map { $0.split(separator: ",")[1].split(separator: ":")[0] }
+            let starts = lines.filter { $0.hasPrefix("round ") }.map {
+                $0.split(separator: ",")[1].split(separator: ":")[0]
+            }
             #expect(starts == [" timerfd", " gcd", " gcd", " timerfd", " timerfd", " gcd"])
             let notes = JitterRunner.notes(config: config, load: 0, rounds: 3, results: results)
             #expect(notes[0].hasPrefix("backends ran interleaved with the same settings: 3 rounds"))

@@ -10,7 +10,9 @@ import Testing
 
     /// The subjects by their row names.
     enum Backend: String, CaseIterable, Sendable {
-        case core, engineSwift = "engine-swift", gcd
+        case core
+        case engineSwift = "engine-swift"
+        case gcd
 
         var subject: any ScaleSubject {
             switch self {

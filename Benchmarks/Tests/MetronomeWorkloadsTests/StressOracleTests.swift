@@ -9,7 +9,9 @@ import Testing
     private static let period: Int64 = 1_000_000
 
     private func tick(scheduled: Int64, fired: Int64, missed: Int = 0, sequence: UInt64 = 0) -> Tick {
-        Tick(scheduled: TimerInstant(nanoseconds: scheduled), fired: TimerInstant(nanoseconds: fired), missed: missed, sequence: sequence)
+        Tick(
+            scheduled: TimerInstant(nanoseconds: scheduled), fired: TimerInstant(nanoseconds: fired), missed: missed,
+            sequence: sequence)
     }
 
     private func broken(_ ticks: [Tick], on grid: StressGrid, repeating: Bool) -> [StressInvariant] {

@@ -10,16 +10,19 @@ import Testing
     func shortRoundOnEverySubjectBreaksNoInvariant() async throws {
         let operations = 20_000
         let configuration = StressConfiguration(
-            threads: 4, durationSeconds: nil, operations: operations, load: 0, timers: 16, backends: StressSubjects.names,
+            threads: 4, durationSeconds: nil, operations: operations, load: 0, timers: 16,
+            backends: StressSubjects.names,
             seed: 7)
         let violations = StressViolations()
-        let subjects = try StressSubjects.make(configuration.backends, timers: configuration.timers, violations: violations)
+        let subjects = try StressSubjects.make(
+            configuration.backends, timers: configuration.timers, violations: violations)
         // The scheduler subject audits its events from a task. The round blocks until it ends,
         // so it runs on a thread of its own rather than on one of the few threads every task
         // and every other test shares, which would leave that task none.
         let outcome = LockedCondition<Result<(results: [StressResult], seconds: Double)?, any Error>?>(nil)
         let round = try PosixThread.spawn {
-            let runner = StressRunner(subjects: subjects, configuration: configuration, violations: violations, progress: nil)
+            let runner = StressRunner(
+                subjects: subjects, configuration: configuration, violations: violations, progress: nil)
             let result = Result { try runner.run() }
             outcome.update { $0 = result }
         }

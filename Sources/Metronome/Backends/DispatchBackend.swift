@@ -23,14 +23,16 @@ struct DispatchBackend: TimerBackend {
         let deadline = schedule.deadlineNanoseconds
         switch clock {
         case .monotonic:
-            source.schedule(deadline: DispatchTime(uptimeNanoseconds: UInt64(deadline)), repeating: repeating, leeway: leeway)
+            source.schedule(
+                deadline: DispatchTime(uptimeNanoseconds: UInt64(deadline)), repeating: repeating, leeway: leeway)
         case .boottime:
             // GCD offers no boottime deadline: convert once, at arming.
             let delta = deadline.addingSaturating(-clock.now().nanoseconds)
             source.schedule(deadline: .now() + .nanoseconds(Int(delta)), repeating: repeating, leeway: leeway)
         case .wall:
             let wall = DispatchWallTime(
-                timespec: timespec(tv_sec: Int(deadline / nanosecondsPerSecond), tv_nsec: Int(deadline % nanosecondsPerSecond))
+                timespec: timespec(
+                    tv_sec: Int(deadline / nanosecondsPerSecond), tv_nsec: Int(deadline % nanosecondsPerSecond))
             )
             source.schedule(wallDeadline: wall, repeating: repeating, leeway: leeway)
         }

@@ -43,7 +43,10 @@ final class ExpiryTimer<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     private static var none: UInt64 { 0 }
 
     /// Stores `value` and arms its first expiry.
-    init(_ value: Value, lifetimeNanoseconds: Int64, firing: any TimerFiring, onExpiry: @escaping @Sendable (Value) -> Void) {
+    init(
+        _ value: Value, lifetimeNanoseconds: Int64, firing: any TimerFiring,
+        onExpiry: @escaping @Sendable (Value) -> Void
+    ) {
         self.expiry = Atomic(firing.now(.monotonic).addingSaturating(lifetimeNanoseconds))
         self.lifetimeNanoseconds = lifetimeNanoseconds
         self.firing = firing

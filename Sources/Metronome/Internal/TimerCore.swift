@@ -152,7 +152,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             guard let nanoseconds = period.representableNanoseconds else { return nil }
             periodNanoseconds = nanoseconds
         }
-        return TimerSchedule(deadlineNanoseconds: deadline, periodNanoseconds: periodNanoseconds, leewayNanoseconds: leeway)
+        return TimerSchedule(
+            deadlineNanoseconds: deadline, periodNanoseconds: periodNanoseconds, leewayNanoseconds: leeway)
     }
 
     /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the

@@ -29,7 +29,8 @@ public struct CoreScaleSubject: ScaleSubject {
         let context = Unmanaged.passUnretained(log).toOpaque()
         var random = SplitMix64(seed: config.seed)
         let base = MonotonicTime.now()
-        let n = config.timers, ops = config.operations
+        let n = config.timers
+        let ops = config.operations
 
         var ids = [mtr_timer_id](repeating: 0, count: n)
         let before = ScaleProbe.residentBytes()
@@ -74,7 +75,8 @@ public struct CoreScaleSubject: ScaleSubject {
         }
         log.waitUntilComplete(timeoutSeconds: 60)
         return ScaleProbe.result(
-            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule, later: rescheduleLater,
+            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule,
+            later: rescheduleLater,
             bytes: bytes, log: log, firstDeadline: first)
     }
 }

@@ -11,7 +11,8 @@ public struct DispatchScaleSubject: ScaleSubject {
         let queue = DispatchQueue(label: "metronome.scale.gcd")
         var random = SplitMix64(seed: config.seed)
         let base = MonotonicTime.now()
-        let n = config.gcdTimers, ops = min(config.operations, config.gcdTimers)
+        let n = config.gcdTimers
+        let ops = min(config.operations, config.gcdTimers)
         let log = FireLog(expected: n)
         func source(deadline: Int64) -> any DispatchSourceTimer {
             let source = DispatchSource.makeTimerSource(queue: queue)

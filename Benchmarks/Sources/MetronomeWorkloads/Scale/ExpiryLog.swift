@@ -51,7 +51,9 @@ public final class ExpiryLog: @unchecked Sendable {
     func summary(deadlines: [Int64]) -> Summary {
         _ = self.recorded.load(ordering: .acquiring)
         let latency = LatencyRecorder(target: max(self.expected, 1))
-        var once = 0, twice = 0, never = 0
+        var once = 0
+        var twice = 0
+        var never = 0
         for id in 0..<self.expected {
             switch self.counts[id] {
             case 0: never += 1

@@ -51,7 +51,8 @@ final class FireLog: @unchecked Sendable {
         var previous = Int64.min
         var lastFired = firstDeadlineNanoseconds
         for slot in 0..<count {
-            let scheduled = self.pairs[2 * slot], fired = self.pairs[2 * slot + 1]
+            let scheduled = self.pairs[2 * slot]
+            let fired = self.pairs[2 * slot + 1]
             if scheduled < previous { outOfOrder += 1 }
             previous = scheduled
             lastFired = max(lastFired, fired)

@@ -91,7 +91,8 @@ public enum ScaleProbe {
         let summary = log.summary(firstDeadlineNanoseconds: firstDeadline)
         return ScaleResult(
             backend: name, timers: timers, addCancelPerSecond: addCancel, addCancelPerSecondAllCores: allCores,
-            reschedulePerSecond: reschedule, rescheduleLaterPerSecond: later, bytesPerTimer: bytes, fired: summary.latency.samples,
+            reschedulePerSecond: reschedule, rescheduleLaterPerSecond: later, bytesPerTimer: bytes,
+            fired: summary.latency.samples,
             firesPerSecond: summary.firesPerSecond, outOfOrder: summary.outOfOrder,
             early: summary.latency.early, p50LatenessMicroseconds: summary.latency.p50Microseconds,
             p99LatenessMicroseconds: summary.latency.p99Microseconds

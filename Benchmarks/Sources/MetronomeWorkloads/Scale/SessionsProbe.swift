@@ -30,7 +30,8 @@ public struct SessionsProbe<Session: TouchableSession> {
     }
 
     public func run() throws(MeasurementError) -> SessionsResult {
-        let n = self.config.values, ops = self.config.operations
+        let n = self.config.values
+        let ops = self.config.operations
 
         let before = ScaleProbe.residentBytes()
         let live = (0..<n).map { self.make($0, self.config.lifetimeNanoseconds, nil) }
@@ -61,7 +62,8 @@ public struct SessionsProbe<Session: TouchableSession> {
         let reads = ScaleProbe.rate(ops) { _ in
             if live[readPicks.next()].isExpired { expired += 1 }
         }
-        let threads = ProcessInfo.processInfo.activeProcessorCount, order = self.config.order
+        let threads = ProcessInfo.processInfo.activeProcessorCount
+        let order = self.config.order
         let allCores = try ScaleProbe.rate(threads: threads, operationsPerThread: ops) { thread in
             var picks = order.picks(among: n, seed: 99, thread: thread, of: threads)
             for _ in 0..<ops {

@@ -15,7 +15,8 @@ public struct SwiftScaleSubject: ScaleSubject {
         let log = FireLog(expected: config.timers)
         var random = SplitMix64(seed: config.seed)
         let base = MonotonicTime.now()
-        let n = config.timers, ops = config.operations
+        let n = config.timers
+        let ops = config.operations
         let record: @Sendable (Tick) -> Void = { tick in
             log.record(scheduledNanoseconds: tick.scheduled.nanoseconds, firedNanoseconds: tick.fired.nanoseconds)
         }
@@ -41,7 +42,8 @@ public struct SwiftScaleSubject: ScaleSubject {
             // schedule and cancel retain and release one closure from every thread.
             let handler: @Sendable (Tick) -> Void = { tick in record(tick) }
             for _ in 0..<ops {
-                timer.schedule(at: TimerInstant(nanoseconds: ScaleProbe.farDeadline(&random, base: base)), handler: handler)
+                timer.schedule(
+                    at: TimerInstant(nanoseconds: ScaleProbe.farDeadline(&random, base: base)), handler: handler)
                 timer.cancel()
             }
         }
@@ -65,7 +67,8 @@ public struct SwiftScaleSubject: ScaleSubject {
         // Dropping a SafeDispatchTimer cancels it: keep them until they have fired.
         withExtendedLifetime(timers) { _ = log.waitUntilComplete(timeoutSeconds: 60) }
         return ScaleProbe.result(
-            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule, later: rescheduleLater,
+            self.name, timers: n, addCancel: addCancel, allCores: allCores, reschedule: reschedule,
+            later: rescheduleLater,
             bytes: bytes, log: log, firstDeadline: first)
     }
 }

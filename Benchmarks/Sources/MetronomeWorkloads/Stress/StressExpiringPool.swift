@@ -118,7 +118,9 @@ final class StressExpiringPool: StressSubject {
             return ledger.count - 1
         }
         let ledger = self.ledger
-        let value = ExpiringValue(StressSession(id: id, live: self.live), lifetime: .nanoseconds(lifetime), engine: self.engine) {
+        let value = ExpiringValue(
+            StressSession(id: id, live: self.live), lifetime: .nanoseconds(lifetime), engine: self.engine
+        ) {
             session in
             let now = MonotonicTime.now()
             ledger.withLock { ledger in
@@ -163,7 +165,8 @@ final class StressExpiringPool: StressSubject {
             }
             let due = value.lifeStart + value.lifetime
             if value.expiredAt < due {
-                self.violations.record(.early, subject: self.name, "value \(id) expired \(due - value.expiredAt) ns early")
+                self.violations.record(
+                    .early, subject: self.name, "value \(id) expired \(due - value.expiredAt) ns early")
             }
         }
     }

@@ -87,7 +87,8 @@ final class StressLifecycleSubject: StressSubject {
         case 0:
             guard let engine = self.engine.withLock({ $0 }) else { return }
             let tracked = Tracked(SafeDispatchTimer(backend: .engine(engine)))
-            self.schedule(tracked, in: .microseconds(Int(random.next(below: 3_000))), repeating: random.next(below: 2) == 0)
+            self.schedule(
+                tracked, in: .microseconds(Int(random.next(below: 3_000))), repeating: random.next(below: 2) == 0)
             let old = slot.withLock { current in
                 defer { current = tracked }
                 return current
@@ -115,7 +116,8 @@ final class StressLifecycleSubject: StressSubject {
             withExtendedLifetime(context) {}
             self.entries.add(1, ordering: .relaxed)
             if tracked?.closed.load(ordering: .acquiring) == true {
-                self.violations.record(.afterCancelAndWait, subject: self.name, "a handler after cancelAndWait returned")
+                self.violations.record(
+                    .afterCancelAndWait, subject: self.name, "a handler after cancelAndWait returned")
             }
         }
     }
@@ -210,14 +212,16 @@ final class StressLifecycleSubject: StressSubject {
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lowered)
         do {
             _ = try TimerEngine()
-        } catch where error.code != EMFILE && error.code != ENFILE {
+        } catch  where error.code != EMFILE && error.code != ENFILE {
             return 3
         } catch {}
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 
         let fired = Atomic<Bool>(false)
         let timer = SafeDispatchTimer()
-        guard timer.schedule(deadline: .now() + .milliseconds(1), handler: { _ in fired.store(true, ordering: .releasing) })
+        guard
+            timer.schedule(
+                deadline: .now() + .milliseconds(1), handler: { _ in fired.store(true, ordering: .releasing) })
         else { return 4 }
         for _ in 0..<5_000 where !fired.load(ordering: .acquiring) { usleep(1_000) }
         return fired.load(ordering: .acquiring) ? 0 : 5
@@ -267,7 +271,9 @@ final class StressLifecycleSubject: StressSubject {
         defer { closedir(tasks) }
         var count = 0
         while let entry = readdir(tasks) {
-            let task = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let task = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             guard let file = fopen("/proc/self/task/\(task)/comm", "r") else { continue }
             var name = [UInt8](repeating: 0, count: 32)
             let read = fread(&name, 1, name.count, file)

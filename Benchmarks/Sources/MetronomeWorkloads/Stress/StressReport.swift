@@ -1,6 +1,6 @@
 import Foundation
-import MetronomeMeasurements
 import Metronome
+import MetronomeMeasurements
 
 /// One subject's row of `metronome stress`; JSON keys are part of the stable schema.
 public struct StressResult: Codable, Sendable {
@@ -83,7 +83,8 @@ public struct StressResult: Codable, Sendable {
         self.gatedEntries = gatedEntries
         self.handlerContexts = handlerContexts
         self.cancelledEvents = cancelledEvents
-        self.violations = Dictionary(uniqueKeysWithValues: StressInvariant.allCases.map { ($0.rawValue, violations[$0] ?? 0) })
+        self.violations = Dictionary(
+            uniqueKeysWithValues: StressInvariant.allCases.map { ($0.rawValue, violations[$0] ?? 0) })
         self.violationsTotal = violations.values.reduce(0, +)
         self.engineCounters = engineCounters
     }
@@ -133,7 +134,8 @@ public struct StressConfiguration: Codable, Sendable {
     public var seed: UInt64
 
     public init(
-        threads: Int, durationSeconds: Double?, operations: Int?, load: Int, timers: Int, backends: [String], seed: UInt64
+        threads: Int, durationSeconds: Double?, operations: Int?, load: Int, timers: Int, backends: [String],
+        seed: UInt64
     ) {
         self.threads = threads
         self.durationSeconds = durationSeconds
@@ -154,7 +156,10 @@ public struct StressConfiguration: Codable, Sendable {
 public enum StressTable {
     /// Throughput and activity, one row per subject and the total.
     public static func summary(_ results: [StressResult]) -> String {
-        let header = ["backend", "operations", "ops/s", "handlers", "one-shots", "ticks", "missed", "self-ops", "gated", "violations"]
+        let header = [
+            "backend", "operations", "ops/s", "handlers", "one-shots", "ticks", "missed", "self-ops", "gated",
+            "violations",
+        ]
         func text(_ value: Int?) -> String { value.map { "\($0)" } ?? "–" }
         let rows = results.map { result -> [String] in
             let rate: String = String(format: "%.0f", result.operationsPerSecond)

@@ -96,7 +96,9 @@ public struct StressRunner {
                     }
                     counts.withLock { counts in
                         for subject in counts.indices {
-                            for operation in counts[subject].indices { counts[subject][operation] += local[subject][operation] }
+                            for operation in counts[subject].indices {
+                                counts[subject][operation] += local[subject][operation]
+                            }
                         }
                     }
                     finished.withLock { $0 += 1 }
@@ -117,7 +119,8 @@ public struct StressRunner {
             for (index, heartbeat) in heartbeats.enumerated() {
                 let last = heartbeat.time.load(ordering: .relaxed)
                 if last > 0, now - last > Self.stallSeconds * 1_000_000_000 {
-                    self.violations.record(.stall, subject: "all", "thread \(index) made no progress for \(Self.stallSeconds) s")
+                    self.violations.record(
+                        .stall, subject: "all", "thread \(index) made no progress for \(Self.stallSeconds) s")
                     budget.stop.store(true, ordering: .relaxed)
                     return nil
                 }

@@ -49,7 +49,8 @@ final class StressSchedulerPool: StressSubject {
         mutating func update(_ id: TimerScheduler.TimerID, _ body: (inout Flags) -> Void) {
             let index = Int(id.rawValue)
             if index >= self.flags.count {
-                self.flags.append(contentsOf: repeatElement([], count: max(index + 1 - self.flags.count, self.flags.count)))
+                self.flags.append(
+                    contentsOf: repeatElement([], count: max(index + 1 - self.flags.count, self.flags.count)))
             }
             body(&self.flags[index])
         }
@@ -211,7 +212,8 @@ final class StressSchedulerPool: StressSubject {
         let returns = self.cancelReturns.load(ordering: .relaxed)
         if returns != cancelled {
             self.violations.record(
-                .schedulerCancelCount, subject: self.name, "cancel returned true \(returns)×, \(cancelled) cancelled events")
+                .schedulerCancelCount, subject: self.name,
+                "cancel returned true \(returns)×, \(cancelled) cancelled events")
         }
     }
 }

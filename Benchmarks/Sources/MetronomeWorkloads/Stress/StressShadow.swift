@@ -57,7 +57,9 @@ struct StressShadow {
 
         /// Whether the contract lets the call make the timer fire.
         var arms: Bool {
-            TimerContract.rows.contains { $0.operation == self.operation && $0.outcome.accepted && $0.outcome.state == .running }
+            TimerContract.rows.contains {
+                $0.operation == self.operation && $0.outcome.accepted && $0.outcome.state == .running
+            }
         }
     }
 
@@ -149,7 +151,8 @@ struct StressShadow {
             let stop = Self.stop(by: call)
             self.gate =
                 stop.allowance <= oldAllowance
-                ? .stopped(cause: stop.cause, allowance: stop.allowance) : .stopped(cause: oldCause, allowance: oldAllowance)
+                ? .stopped(cause: stop.cause, allowance: stop.allowance)
+                : .stopped(cause: oldCause, allowance: oldAllowance)
         case (.stopped, .open), (.stopped, .rescheduled):
             let stop = Self.stop(by: call)
             self.gate = .stopped(cause: stop.cause, allowance: stop.allowance)
@@ -157,7 +160,9 @@ struct StressShadow {
             // A suspended timer stays suspended under its new schedule.
             break
         case (.kept, .open), (.kept, .rescheduled):
-            if case .reschedule(let grid, let allowance) = call { self.gate = .rescheduled(grid: grid, allowance: allowance) }
+            if case .reschedule(let grid, let allowance) = call {
+                self.gate = .rescheduled(grid: grid, allowance: allowance)
+            }
         }
     }
 
@@ -178,7 +183,9 @@ struct StressShadow {
     /// newest grid the tick lies on (`nil` when none: ``StressInvariant/offSchedule``).
     /// `gated` is set when the gate was closed (the entry was judged against a stop or a
     /// reschedule): proof that the checks are not vacuous.
-    mutating func enter(token: UInt64, scheduled: Int64, broken: inout [StressInvariant], gated: inout Bool) -> StressGrid? {
+    mutating func enter(token: UInt64, scheduled: Int64, broken: inout [StressInvariant], gated: inout Bool)
+        -> StressGrid?
+    {
         if self.handlersRunning > 0 { broken.append(.overlappingHandlers) }
         self.handlersRunning += 1
         let grid = self.newestGrid(token: token, containing: scheduled)

@@ -22,17 +22,21 @@ public enum StressSubjects {
     ///     `ExpiringValue`s.
     ///   - violations: Where the subjects record what they see broken.
     /// - Throws: `TimerError` when an engine cannot be created.
-    public static func make(_ names: [String], timers: Int, violations: StressViolations) throws -> [any StressSubject] {
+    public static func make(_ names: [String], timers: Int, violations: StressViolations) throws -> [any StressSubject]
+    {
         try names.map { name -> any StressSubject in
             switch name {
             case "engine":
                 let engine = try TimerEngine()
-                return StressTimerPool(name: name, backend: .engine(engine), engine: engine, timers: timers, violations: violations)
+                return StressTimerPool(
+                    name: name, backend: .engine(engine), engine: engine, timers: timers, violations: violations)
             case "sharded-engine":
                 let engine = try TimerEngine(configuration: .init(shards: Self.shards))
-                return StressTimerPool(name: name, backend: .engine(engine), engine: engine, timers: timers, violations: violations)
+                return StressTimerPool(
+                    name: name, backend: .engine(engine), engine: engine, timers: timers, violations: violations)
             case "dispatch":
-                return StressTimerPool(name: name, backend: .dispatch, engine: nil, timers: timers, violations: violations)
+                return StressTimerPool(
+                    name: name, backend: .dispatch, engine: nil, timers: timers, violations: violations)
             case "scheduler":
                 return StressSchedulerPool(engine: try TimerEngine(), violations: violations)
             case "expiring-value":

@@ -69,7 +69,10 @@ final class StressTimerPool: StressSubject {
     private let selfOperations = Atomic<Int>(0)
     private let gatedEntries = Atomic<Int>(0)
 
-    init(name: String, backend: SafeDispatchTimer.Backend, engine: TimerEngine?, timers: Int, violations: StressViolations) {
+    init(
+        name: String, backend: SafeDispatchTimer.Backend, engine: TimerEngine?, timers: Int,
+        violations: StressViolations
+    ) {
         self.name = name
         self.backend = backend
         self.engine = engine
@@ -237,7 +240,9 @@ final class StressTimerPool: StressSubject {
     }
 
     /// The rules a single tick must follow, given the grid it lies on.
-    static func check(_ tick: Tick, on grid: StressGrid?, context: StressHandlerContext, broken: inout [StressInvariant]) {
+    static func check(
+        _ tick: Tick, on grid: StressGrid?, context: StressHandlerContext, broken: inout [StressInvariant]
+    ) {
         defer { context.entries += 1 }
         guard let grid else { return }
         guard let period = grid.period else {
@@ -279,7 +284,8 @@ final class StressTimerPool: StressSubject {
         case 50..<80:
             self.reschedule(stress, fromHandler: true, &random)
         case 80..<100:
-            let replacement = random.next(below: 2) == 0 ? StressTimer(backend: self.backend, repeating: stress.repeating) : nil
+            let replacement =
+                random.next(below: 2) == 0 ? StressTimer(backend: self.backend, repeating: stress.repeating) : nil
             let old = self.slots[slot].withLock { current -> StressTimer? in
                 guard current === stress else { return nil }
                 defer { current = replacement }
@@ -319,12 +325,14 @@ final class StressTimerPool: StressSubject {
             let snapshot = engine.counters
             let entries = self.entries.load(ordering: .relaxed)
             if snapshot.fired < UInt64(entries) {
-                self.violations.record(.engineFired, subject: self.name, "fired \(snapshot.fired) < \(entries) handler entries")
+                self.violations.record(
+                    .engineFired, subject: self.name, "fired \(snapshot.fired) < \(entries) handler entries")
             }
             let missed = self.missedSeen.load(ordering: .relaxed)
             if snapshot.missedPeriods < UInt64(missed) {
                 self.violations.record(
-                    .engineMissed, subject: self.name, "missedPeriods \(snapshot.missedPeriods) < \(missed) seen by handlers")
+                    .engineMissed, subject: self.name,
+                    "missedPeriods \(snapshot.missedPeriods) < \(missed) seen by handlers")
             }
             engine.shutdown()
             counters = engine.counters

@@ -65,7 +65,9 @@ struct CoalesceCommand: ParsableCommand {
         if self.json {
             print(try report.jsonString())
         } else {
-            Terminal.printHeader(report.machine, config: "\(self.timers) timers over \(self.window) ms, leeway \(self.leeway) ms, load \(self.load)")
+            Terminal.printHeader(
+                report.machine,
+                config: "\(self.timers) timers over \(self.window) ms, leeway \(self.leeway) ms, load \(self.load)")
             print(ResultTable.coalesce(results))
             notes.forEach { print("note: \($0)") }
         }

@@ -53,10 +53,11 @@ struct CyclictestSubject: JitterSubject {
         if threads > 1 { threadArguments += ["-d", "0"] }
         let process = Process()
         process.executableURL = self.executable
-        process.arguments = [
-            "-q", "-v", "-N", "-i", "\(max(1, config.intervalNanoseconds / 1_000))", "-l", "\(loops)",
-            "--policy=\(self.policy.rawValue)", "-p", "\(self.priority)", "-c", self.clock == .wall ? "1" : "0",
-        ] + threadArguments + (self.lockMemory ? ["-m"] : [])
+        process.arguments =
+            [
+                "-q", "-v", "-N", "-i", "\(max(1, config.intervalNanoseconds / 1_000))", "-l", "\(loops)",
+                "--policy=\(self.policy.rawValue)", "-p", "\(self.priority)", "-c", self.clock == .wall ? "1" : "0",
+            ] + threadArguments + (self.lockMemory ? ["-m"] : [])
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -64,14 +65,18 @@ struct CyclictestSubject: JitterSubject {
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            throw Failure(description: "cyclictest \(process.arguments!.joined(separator: " ")) ended with status \(process.terminationStatus)")
+            throw Failure(
+                description:
+                    "cyclictest \(process.arguments!.joined(separator: " ")) ended with status \(process.terminationStatus)"
+            )
         }
         let recorders = (0..<threads).map { _ in recorder.sibling() }
         // Verbose lines are "thread: loop: latency".
         var wakeups = 0
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: ":").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard fields.count == 3, let thread = Int(fields[0]), recorders.indices.contains(thread), Int(fields[1]) != nil,
+            guard fields.count == 3, let thread = Int(fields[0]), recorders.indices.contains(thread),
+                Int(fields[1]) != nil,
                 let lateness = Int64(fields[2])
             else { continue }
             recorders[thread].record(scheduledNanoseconds: 0, firedNanoseconds: lateness, missed: 0)
@@ -87,7 +92,8 @@ struct CyclictestSubject: JitterSubject {
         let placement = ascending.isEmpty ? "" : " pinned to CPUs \(CPUList(ascending))"
         return SubjectCounters(
             wakeups: wakeups,
-            note: "cyclictest: --policy \(self.policy.rawValue) priority \(self.priority), \(threads) thread(s)\(placement); "
+            note:
+                "cyclictest: --policy \(self.policy.rawValue) priority \(self.priority), \(threads) thread(s)\(placement); "
                 + "CPU ms/1k is this process reading its output, not cyclictest's own",
             threads: threadResults)
     }

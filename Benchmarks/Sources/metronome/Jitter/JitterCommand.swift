@@ -27,11 +27,13 @@ struct JitterCommand: ParsableCommand {
         "gcd": (false, dispatchThreads),
         "gcd-safe": (false, dispatchThreads),
         "sleep-continuous": (
-            true, "each task resumes on a thread pinned to its CPU, woken from libdispatch's threads, which cannot be pinned"
+            true,
+            "each task resumes on a thread pinned to its CPU, woken from libdispatch's threads, which cannot be pinned"
         ),
     ]
 
-    private static let dispatchThreads = "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"
+    private static let dispatchThreads =
+        "libdispatch runs handlers on threads of its own choosing, which cannot be pinned"
 
     /// Measuring threads allowed per online CPU: more only queue behind each other, which
     /// measures the scheduler rather than the timers.
@@ -65,7 +67,9 @@ struct JitterCommand: ParsableCommand {
     var affinity: CPUList?
 
     @Flag(
-        help: "A measuring thread per CPU this process may use, each pinned to its CPU (as cyclictest's --smp; sets --threads and --affinity).")
+        help:
+            "A measuring thread per CPU this process may use, each pinned to its CPU (as cyclictest's --smp; sets --threads and --affinity)."
+    )
     var smp = false
 
     @Option(help: "Leeway in microseconds, 0 to 10000000.")
@@ -85,7 +89,10 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "Spin window of engine-spin, in microseconds, 0 to 10000.")
     var spin: Double = 50
 
-    @Option(help: "Clock of every deadline and firing: monotonic, boottime or wall (backends on CLOCK_MONOTONIC only are skipped).")
+    @Option(
+        help:
+            "Clock of every deadline and firing: monotonic, boottime or wall (backends on CLOCK_MONOTONIC only are skipped)."
+    )
     var clock: MeasurementClock = .monotonic
 
     @Option(help: "Scheduling policy of engine-rt's firing thread and of cyclictest's: fifo, rr or other.")
@@ -103,7 +110,10 @@ struct JitterCommand: ParsableCommand {
     @Option(help: "Write an HdrHistogram percentile file per backend into this directory.")
     var hgrm: String?
 
-    @Option(help: "Stop the whole run at the first firing later than this many µs, and say when (as cyclictest's --breaktrace).")
+    @Option(
+        help:
+            "Stop the whole run at the first firing later than this many µs, and say when (as cyclictest's --breaktrace)."
+    )
     var breaktrace: Double?
 
     @Flag(
@@ -133,7 +143,8 @@ struct JitterCommand: ParsableCommand {
         try OptionRules.check(self.timers, "--timers", in: 1...100_000)
         try self.validateThreads()
         if let duration = self.duration {
-            try OptionRules.check(duration.seconds, "--duration", above: 0, upTo: OptionRules.longestRunSeconds, unit: "s")
+            try OptionRules.check(
+                duration.seconds, "--duration", above: 0, upTo: OptionRules.longestRunSeconds, unit: "s")
         }
         try OptionRules.check(self.leeway, "--leeway", in: 0...10_000_000, unit: "µs")
         try OptionRules.check(self.rounds, "--rounds", in: 1...1000)
@@ -149,11 +160,14 @@ struct JitterCommand: ParsableCommand {
         // The run length follows from the counts: refuse one that cannot finish in a day.
         let samples = self.sampleCount
         try OptionRules.check(samples, "--samples (from --duration)", in: 1...10_000_000)
-        guard self.rounds <= samples else { throw ValidationError("--rounds must not exceed the sample count (\(samples))") }
+        guard self.rounds <= samples else {
+            throw ValidationError("--rounds must not exceed the sample count (\(samples))")
+        }
         let seconds = Double(samples) / Double(self.timers) * self.interval / 1e6 * Double(names.count)
         guard seconds <= OptionRules.longestRunSeconds else {
             throw ValidationError(
-                "--samples, --timers and --interval ask for \(Int(seconds)) s over \(names.count) backend(s); at most 86400")
+                "--samples, --timers and --interval ask for \(Int(seconds)) s over \(names.count) backend(s); at most 86400"
+            )
         }
     }
 
@@ -170,7 +184,8 @@ struct JitterCommand: ParsableCommand {
                     "--threads must be between 1 and \(most) (\(Self.threadsPerCPU) per online CPU) (got \(threads))")
             }
             guard threads * self.timers <= 100_000 else {
-                throw ValidationError("--threads × --timers must be at most 100000 timers (got \(threads) × \(self.timers))")
+                throw ValidationError(
+                    "--threads × --timers must be at most 100000 timers (got \(threads) × \(self.timers))")
             }
         }
         guard self.smp || self.affinity != nil else { return }
@@ -242,13 +257,15 @@ struct JitterCommand: ParsableCommand {
         )
         let unit: LatencyUnit = self.nsecs ? .nanoseconds : .microseconds
         let allNotes =
-            notes + controls.refusals + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
+            notes + controls.refusals
+            + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
             + results.compactMap { Self.threadNote($0, unit: unit) }
         let settings = JitterSettings(
             measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
             threads: measuringCPUs?.count ?? 1, affinity: Self.pinned(measuringCPUs), smp: self.smp,
             spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
-            policy: self.policy, priority: self.effectivePriority, hgrmDirectory: self.hgrm, memoryLocked: controls.memoryLocked,
+            policy: self.policy, priority: self.effectivePriority, hgrmDirectory: self.hgrm,
+            memoryLocked: controls.memoryLocked,
             dmaLatencyHeld: controls.dmaLatencyHeld,
             breaktraceNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) })
         let report = Report(
@@ -301,7 +318,9 @@ struct JitterCommand: ParsableCommand {
                 let caveat = Self.pinningCaveats[name]
                 let pinned = caveat?.pinned ?? true
                 subjects.append(
-                    try JitterThreads(name: name, cpus: cpus.map { pinned ? $0 : nil }) { try self.subject(name, cpu: $0) })
+                    try JitterThreads(name: name, cpus: cpus.map { pinned ? $0 : nil }) {
+                        try self.subject(name, cpu: $0)
+                    })
                 if let caveat, Self.pinned(cpus) != nil { notes.append("\(name): \(caveat.note)") }
             } catch let refusal as Refusal {
                 notes.append("\(name) skipped: \(refusal.reason)")

@@ -1,5 +1,5 @@
-@preconcurrency import Dispatch
 import ArgumentParser
+@preconcurrency import Dispatch
 import Glibc
 import Metronome
 import MetronomeMeasurements

@@ -44,7 +44,8 @@ struct SleepJitterSubject<C: Clock>: JitterSubject where C.Duration == Duration 
         task.cancel()
         done.wait()
         guard completed else {
-            throw MeasurementError.timedOut(backend: self.name, recorded: recorder.summary.samples, expected: recorder.target)
+            throw MeasurementError.timedOut(
+                backend: self.name, recorded: recorder.summary.samples, expected: recorder.target)
         }
         return SubjectCounters()
     }

@@ -12,10 +12,16 @@ struct ScaleCommand: ParsableCommand {
         abstract: "Add+cancel, reschedule, memory per timer and fire throughput with many timers armed."
     )
 
-    @Option(help: "timers: add, cancel, reschedule, memory and firing; sessions: ExpiringValue touched from every core against GCD work items.")
+    @Option(
+        help:
+            "timers: add, cancel, reschedule, memory and firing; sessions: ExpiringValue touched from every core against GCD work items."
+    )
     var workload: ScaleWorkload = .timers
 
-    @Option(help: "Timers armed for the core and the Swift API (sessions: live values for both), 1 to 10000000 (and 1 KB each of this machine's memory).")
+    @Option(
+        help:
+            "Timers armed for the core and the Swift API (sessions: live values for both), 1 to 10000000 (and 1 KB each of this machine's memory)."
+    )
     var timers: Int = 1_000_000
 
     @Option(
@@ -46,7 +52,8 @@ struct ScaleCommand: ParsableCommand {
     /// One per CPU by default: the all-cores column measures threads arming their own
     /// timers, which a sharded engine lets them do without sharing a lock.
     @Option(
-        help: "Shards of the engines under test (TimerEngine.Configuration.shards), 1 to \(TimerEngine.Configuration.maximumShards); default one per CPU."
+        help:
+            "Shards of the engines under test (TimerEngine.Configuration.shards), 1 to \(TimerEngine.Configuration.maximumShards); default one per CPU."
     )
     var shards: Int = min(ProcessInfo.processInfo.activeProcessorCount, TimerEngine.Configuration.maximumShards)
 
@@ -69,13 +76,16 @@ struct ScaleCommand: ParsableCommand {
 
     func run() throws {
         guard self.workload == .timers else {
-            return try SessionsWorkload(values: self.timers, operations: self.operations, seed: self.seed, order: self.order)
-                .run(json: self.json)
+            return try SessionsWorkload(
+                values: self.timers, operations: self.operations, seed: self.seed, order: self.order
+            )
+            .run(json: self.json)
         }
         let startedAt = Date()
         let config = ScaleConfiguration(
             timers: self.timers, gcdTimers: self.gcdTimers, operations: self.operations,
-            fireWindowNanoseconds: OptionConversion.nanoseconds(self.fireWindow, nanosecondsPerUnit: 1e6), seed: self.seed,
+            fireWindowNanoseconds: OptionConversion.nanoseconds(self.fireWindow, nanosecondsPerUnit: 1e6),
+            seed: self.seed,
             shards: self.shards, order: self.order
         )
         let subjects: [any ScaleSubject] = [CoreScaleSubject(), SwiftScaleSubject(), DispatchScaleSubject()]
@@ -99,7 +109,8 @@ struct ScaleCommand: ParsableCommand {
         if self.json {
             print(try report.jsonString())
         } else {
-            Terminal.printHeader(report.machine, config: "\(self.timers) timers (gcd \(self.gcdTimers)), \(self.operations) operations")
+            Terminal.printHeader(
+                report.machine, config: "\(self.timers) timers (gcd \(self.gcdTimers)), \(self.operations) operations")
             print(Self.table(results))
             notes.forEach { print("note: \($0)") }
         }
@@ -113,7 +124,8 @@ struct ScaleCommand: ParsableCommand {
         }
         func whole(_ value: Double?) -> String { value.map { NumberText.fixed($0, places: 0) } ?? "-" }
         let header = [
-            "backend", "timers", "add+cancel/s", "(all cores)", "all÷one", "reschedule/s", "later/s", "bytes/timer", "fires/s",
+            "backend", "timers", "add+cancel/s", "(all cores)", "all÷one", "reschedule/s", "later/s", "bytes/timer",
+            "fires/s",
             "out-of-order", "early", "p50 µs", "p99 µs", "add+cancel×gcd", "reschedule×gcd", "later×gcd", "bytes×gcd",
             "fires×gcd",
         ]
@@ -121,11 +133,13 @@ struct ScaleCommand: ParsableCommand {
             [
                 r.backend, "\(r.timers)", whole(r.addCancelPerSecond), whole(r.addCancelPerSecondAllCores),
                 ratio(r.addCancelPerSecondAllCores, r.addCancelPerSecond),
-                whole(r.reschedulePerSecond), whole(r.rescheduleLaterPerSecond), NumberText.fixed(r.bytesPerTimer, places: 1),
+                whole(r.reschedulePerSecond), whole(r.rescheduleLaterPerSecond),
+                NumberText.fixed(r.bytesPerTimer, places: 1),
                 whole(r.firesPerSecond),
                 "\(r.outOfOrder)", "\(r.early)", NumberText.fixed(r.p50LatenessMicroseconds, places: 1),
                 NumberText.fixed(r.p99LatenessMicroseconds, places: 1),
-                ratio(r.addCancelPerSecond, gcd?.addCancelPerSecond), ratio(r.reschedulePerSecond, gcd?.reschedulePerSecond),
+                ratio(r.addCancelPerSecond, gcd?.addCancelPerSecond),
+                ratio(r.reschedulePerSecond, gcd?.reschedulePerSecond),
                 ratio(r.rescheduleLaterPerSecond, gcd?.rescheduleLaterPerSecond),
                 ratio(r.bytesPerTimer, gcd?.bytesPerTimer), ratio(r.firesPerSecond, gcd?.firesPerSecond),
             ]

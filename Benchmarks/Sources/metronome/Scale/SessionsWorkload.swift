@@ -73,7 +73,8 @@ struct SessionsWorkload {
         }
         func whole(_ value: Double) -> String { NumberText.fixed(value, places: 0) }
         let header = [
-            "backend", "values", "touch/s", "(all cores)", "read/s", "bytes/value", "expiring", "expired once", "twice", "never",
+            "backend", "values", "touch/s", "(all cores)", "read/s", "bytes/value", "expiring", "expired once", "twice",
+            "never",
             "early", "p50 µs", "p99 µs", "touch×gcd", "(all cores)×gcd",
         ]
         let rows = results.map { r in
@@ -82,7 +83,8 @@ struct SessionsWorkload {
                 whole(r.readsPerSecond),
                 NumberText.fixed(r.bytesPerValue, places: 1), "\(r.expiring)", "\(r.expiredOnce)",
                 "\(r.expiredMoreThanOnce)", "\(r.neverExpired)", "\(r.early)",
-                NumberText.fixed(r.p50LatenessMicroseconds, places: 1), NumberText.fixed(r.p99LatenessMicroseconds, places: 1),
+                NumberText.fixed(r.p50LatenessMicroseconds, places: 1),
+                NumberText.fixed(r.p99LatenessMicroseconds, places: 1),
                 ratio(r.touchesPerSecond, gcd?.touchesPerSecond),
                 ratio(r.touchesPerSecondAllCores, gcd?.touchesPerSecondAllCores),
             ]

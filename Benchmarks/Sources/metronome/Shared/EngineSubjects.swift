@@ -33,7 +33,8 @@ struct SafeTimerJitterSubject: JitterSubject {
         let completed = recorder.waitUntilComplete(timeout: config.completionTimeout)
         timers.forEach { $0.cancelAndWait() }
         guard completed else {
-            throw MeasurementError.timedOut(backend: self.name, recorded: recorder.summary.samples, expected: recorder.target)
+            throw MeasurementError.timedOut(
+                backend: self.name, recorded: recorder.summary.samples, expected: recorder.target)
         }
         guard let engine = self.engine, let before else { return SubjectCounters() }
         return SubjectCounters(wakeups: Int(engine.counters.wakeups - before.wakeups))

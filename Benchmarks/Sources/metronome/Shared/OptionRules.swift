@@ -20,12 +20,15 @@ enum OptionRules {
     static func check(_ value: Double, _ option: String, in range: ClosedRange<Double>, unit: String) throws {
         guard value.isFinite, range.contains(value) else {
             throw ValidationError(
-                "\(option) must be between \(text(range.lowerBound)) and \(text(range.upperBound)) \(unit) (got \(value))")
+                "\(option) must be between \(text(range.lowerBound)) and \(text(range.upperBound)) \(unit) (got \(value))"
+            )
         }
     }
 
     /// For values that must be above `lowerBound`, not equal to it (a period, a duration).
-    static func check(_ value: Double, _ option: String, above lowerBound: Double, upTo upperBound: Double, unit: String)
+    static func check(
+        _ value: Double, _ option: String, above lowerBound: Double, upTo upperBound: Double, unit: String
+    )
         throws
     {
         guard value.isFinite, value > lowerBound, value <= upperBound else {
@@ -36,7 +39,8 @@ enum OptionRules {
 
     static func check(_ value: Int, _ option: String, in range: ClosedRange<Int>) throws {
         guard range.contains(value) else {
-            throw ValidationError("\(option) must be between \(range.lowerBound) and \(range.upperBound) (got \(value))")
+            throw ValidationError(
+                "\(option) must be between \(range.lowerBound) and \(range.upperBound) (got \(value))")
         }
     }
 
@@ -44,7 +48,8 @@ enum OptionRules {
         let most = self.loadThreadsPerCPU * self.cpuCount
         guard (0...most).contains(load) else {
             throw ValidationError(
-                "\(option) must be between 0 and \(most) busy threads (\(self.loadThreadsPerCPU) per CPU) (got \(load))")
+                "\(option) must be between 0 and \(most) busy threads (\(self.loadThreadsPerCPU) per CPU) (got \(load))"
+            )
         }
     }
 

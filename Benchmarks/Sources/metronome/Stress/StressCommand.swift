@@ -50,7 +50,8 @@ struct StressCommand: ParsableCommand {
     func validate() throws {
         try OptionRules.check(self.threads, "--threads", in: 1...256)
         if let duration = self.duration {
-            try OptionRules.check(duration.seconds, "--duration", above: 0, upTo: OptionRules.longestRunSeconds, unit: "s")
+            try OptionRules.check(
+                duration.seconds, "--duration", above: 0, upTo: OptionRules.longestRunSeconds, unit: "s")
         }
         if let ops = self.ops { try OptionRules.check(ops, "--ops", in: 1...10_000_000_000) }
         if let load = self.load { try OptionRules.checkLoad(load) }
@@ -72,10 +73,12 @@ struct StressCommand: ParsableCommand {
             backends: names, seed: self.seed
         )
         let runner = StressRunner(
-            subjects: subjects, configuration: config, violations: violations, progress: Terminal.progress(quiet: self.json))
+            subjects: subjects, configuration: config, violations: violations,
+            progress: Terminal.progress(quiet: self.json))
         guard let (rows, elapsed) = try runner.run() else {
             // A thread hangs inside the library: nothing can be joined or torn down.
-            FileHandle.standardError.write(Data(("stress: STALL\n" + violations.examples.joined(separator: "\n") + "\n").utf8))
+            FileHandle.standardError.write(
+                Data(("stress: STALL\n" + violations.examples.joined(separator: "\n") + "\n").utf8))
             Foundation.exit(2)
         }
         let results = rows + [StressResult.total(rows, seconds: elapsed)]
@@ -94,10 +97,12 @@ struct StressCommand: ParsableCommand {
         if self.json {
             print(try report.jsonString())
         } else {
-            let budget = [seconds.map { "\($0) s" }, self.ops.map { "\($0) operations" }].compactMap { $0 }.joined(separator: " or ")
+            let budget = [seconds.map { "\($0) s" }, self.ops.map { "\($0) operations" }].compactMap { $0 }.joined(
+                separator: " or ")
             Terminal.printHeader(
                 machine,
-                config: "\(self.threads) threads, \(budget), load \(load), \(self.timers) timers per pool, seed \(self.seed), ran \(String(format: "%.1f", elapsed)) s"
+                config:
+                    "\(self.threads) threads, \(budget), load \(load), \(self.timers) timers per pool, seed \(self.seed), ran \(String(format: "%.1f", elapsed)) s"
             )
             print(StressTable.summary(results))
             print(StressTable.violations(results))
