@@ -1,11 +1,19 @@
+import Synchronization
+
 /// A value that expires after a lifetime without use: a time-limited container.
 ///
 /// A ``touch()`` only records the new expiry instant in one atomic word: no lock, no
 /// allocation and no call into the engine, so touching on every request costs about a clock
-/// read. The container's one timer stays armed for the expiry it last saw; when it fires
-/// before the recorded expiry (the value was touched meanwhile), it re-arms itself for the
-/// rest of the lifetime. The container is two small objects and its arming, with no lock,
-/// no handler closure and no ``SafeDispatchTimer`` of its own.
+/// read. The value waits in the list of the millisecond its expiry falls in, and all the
+/// values of one type due in that millisecond share one engine timer. When it fires and
+/// finds a value touched meanwhile, it moves the value to the millisecond of its new expiry:
+/// one move per lifetime, not per touch. The container is one object of about 100 bytes,
+/// with no lock, no timer and no ``SafeDispatchTimer`` of its own; its creation and its
+/// release take the lock of its type's list for a moment.
+///
+/// The price of sharing is precision: on an engine a value ends up to a millisecond after its
+/// lifetime (and the engine's own lateness), never before. On any other backend each expiry
+/// instant is armed as it is.
 ///
 /// A touch racing the expiry resolves one way only, because both change the same word: the
 /// expiry replaces the instant it found past with an "expired" mark, and only if no touch
@@ -31,25 +39,51 @@
 ///     current.serve(request)
 /// }
 /// ```
-public final class ExpiringValue<Value: Sendable>: Sendable {
-    /// Held by the backend too while armed; this container's release ends it.
-    private let timer: ExpiryTimer<Value>
+public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
+    // What a touch reads comes first, beside the object header: with a million values a
+    // touch is a cache miss, and these fields then share it.
+
+    /// The instant the value expires, in nanoseconds on the backend's monotonic clock, or
+    /// ``ended`` once it expired or was ended. It only moves later, and ``ended`` is final.
+    let expiry: Atomic<Int64>
+
+    let lifetimeNanoseconds: Int64
+
+    /// Where the value waits for its expiry; it keeps the backend.
+    private let set: ExpirySet<Value>
+
+    // The value's place in its set, read and written only under the set's lock: the one
+    // reason this class is `@unchecked Sendable`, and why no access needs checking.
+
+    /// The slot whose list holds the value, or `ExpirySet.unlinked`.
+    @exclusivity(unchecked) var slot = ExpirySet<Value>.unlinked
+    @exclusivity(unchecked) var previous: ExpirySet<Value>.Link?
+    @exclusivity(unchecked) var next: ExpirySet<Value>.Link?
+
+    let onExpiry: @Sendable (Value) -> Void
+
+    /// Read only while ``expiry`` is not ended, and then by whoever ended it: immutable, so
+    /// reading it takes no lock.
+    let content: Value
+
+    /// The mark for "expired or ended"; no expiry reaches it, as a lifetime is never negative.
+    static var ended: Int64 { .min }
 
     /// How long the value lives after creation or its last ``touch()``: the lifetime given,
     /// with a negative one counted as zero and one past `Int64` nanoseconds (about 292
     /// years) cut to that.
     public var lifetime: Duration {
-        .nanoseconds(self.timer.lifetimeNanoseconds)
+        .nanoseconds(self.lifetimeNanoseconds)
     }
 
     /// What the expiry timer runs on.
     public var backend: SafeDispatchTimer.Backend {
-        SafeDispatchTimer.Backend(self.timer.firing)
+        SafeDispatchTimer.Backend(self.set.firing)
     }
 
     /// The engine the expiry timer runs on; `nil` when ``backend`` is not an engine.
     public var engine: TimerEngine? {
-        self.timer.firing as? TimerEngine
+        self.set.firing as? TimerEngine
     }
 
     /// Stores `value` and starts its lifetime, with its expiry timer on `engine`.
@@ -57,7 +91,7 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     /// - Parameters:
     ///   - value: The value to keep.
     ///   - lifetime: How long the value lives without a ``touch()``; zero or negative
-    ///     expires it at once (on the engine's thread).
+    ///     expires it at the engine's next millisecond (on the engine's thread).
     ///   - engine: The engine that runs the expiry timer.
     ///   - onExpiry: Called once with the value when it expires. Not called after
     ///     ``invalidate()``, nor when the container is released first. On an engine that
@@ -79,7 +113,8 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     /// - Parameters:
     ///   - value: The value to keep.
     ///   - lifetime: How long the value lives without a ``touch()``; zero or negative
-    ///     expires it at once (where the backend fires).
+    ///     expires it at once (where the backend fires; on an engine, at its next
+    ///     millisecond).
     ///   - backend: What runs the expiry timer; the shared engine by default.
     ///   - onExpiry: Called once with the value when it expires. Not called after
     ///     ``invalidate()``, nor when the container is released first. When the backend
@@ -91,26 +126,28 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
         backend: SafeDispatchTimer.Backend = .engine(.shared),
         onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
-        self.timer = ExpiryTimer(
-            value,
-            lifetimeNanoseconds: max(lifetime, .zero).saturatingNanoseconds,
-            firing: backend.firing,
-            onExpiry: onExpiry
-        )
+        let set = backend.expirySet(of: Value.self)
+        let lifetime = max(lifetime, .zero).saturatingNanoseconds
+        self.expiry = Atomic(set.now().addingSaturating(lifetime))
+        self.lifetimeNanoseconds = lifetime
+        self.set = set
+        self.onExpiry = onExpiry
+        self.content = value
+        set.insert(self)
     }
 
     deinit {
-        _ = self.timer.end()
+        self.end()
     }
 
     /// The value, or `nil` once it has expired or was invalidated.
     public var value: Value? {
-        self.timer.isExpired ? nil : self.timer.content
+        self.isExpired ? nil : self.content
     }
 
     /// Whether the value has expired or was invalidated.
     public var isExpired: Bool {
-        self.timer.isExpired
+        self.expiry.load(ordering: .relaxed) == Self.ended
     }
 
     /// Starts a new lifetime from now.
@@ -122,14 +159,39 @@ public final class ExpiringValue<Value: Sendable>: Sendable {
     ///   `false` if it had already expired or was invalidated, in which case nothing changes.
     @discardableResult
     public func touch() -> Bool {
-        self.timer.touch()
+        let expiry = self.set.now().addingSaturating(self.lifetimeNanoseconds)
+        var recorded = self.expiry.load(ordering: .relaxed)
+        // Every change to the word is a compare-exchange against what was read, so an end
+        // that slipped in between makes the exchange fail instead of being overwritten.
+        while recorded != Self.ended {
+            // A concurrent touch that read the clock later already covers this one.
+            if recorded >= expiry { return true }
+            let (exchanged, current) = self.expiry.compareExchange(
+                expected: recorded,
+                desired: expiry,
+                ordering: .relaxed
+            )
+            if exchanged { return true }
+            recorded = current
+        }
+        return false
     }
 
-    /// Ends the value without calling `onExpiry` and disarms the timer.
+    /// Ends the value without calling `onExpiry`, and takes it out of its list.
     ///
     /// - Returns: The value, or `nil` if it had already expired or was invalidated.
     @discardableResult
     public func invalidate() -> Value? {
-        self.timer.end() ? self.timer.content : nil
+        self.end() ? self.content : nil
+    }
+
+    /// Ends the value without `onExpiry` and takes it out of its set.
+    ///
+    /// - Returns: Whether this call ended it (it had neither expired nor been ended).
+    @discardableResult
+    private func end() -> Bool {
+        let ended = self.expiry.exchange(Self.ended, ordering: .relaxed) != Self.ended
+        self.set.remove(self)
+        return ended
     }
 }

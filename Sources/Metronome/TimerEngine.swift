@@ -135,6 +135,9 @@ public final class TimerEngine: Sendable {
     // Freed only in deinit: every armed timer holds the engine, so nothing can race it.
     nonisolated(unsafe) let raw: OpaquePointer?
 
+    /// The sets of this engine's ``ExpiringValue``s, one per value type.
+    let expirySets = LockedBox([ObjectIdentifier: ExpirySetReference]())
+
     /// Starts an engine and its firing thread.
     ///
     /// - Parameter configuration: How the firing thread runs.
@@ -174,7 +177,7 @@ public final class TimerEngine: Sendable {
     }
 
     /// Created before a fork, seen from the child: dead here.
-    private var isInherited: Bool {
+    var isInherited: Bool {
         self.raw.map { mtr_engine_is_inherited($0) != 0 } ?? false
     }
 

@@ -162,11 +162,11 @@ struct ExpiringValueTests {
         print("touch won \(touchWins) of \(total) races")
     }
 
-    /// Ends racing re-arms: values touched so that their firings keep moving the timer,
-    /// ended from their thread at random moments by an invalidate or a release, on a seam
-    /// that moves in place (the engine) and on one that arms anew (GCD). No arming outlives
-    /// its value, nothing expires after an invalidate that won, nothing twice, and every
-    /// value is freed.
+    /// Ends racing moves: values touched so that their firings keep moving them on, ended
+    /// from their thread at random moments by an invalidate or a release, on a seam whose
+    /// values share a millisecond's list (the engine) and on one that arms each expiry
+    /// (GCD). No arming outlives its values, nothing expires after an invalidate that won,
+    /// nothing twice, and every value is freed.
     @Test(.timeLimit(.minutes(2)), arguments: [false, true])
     func endsRacingRearmsLeaveNothingBehind(onDispatch: Bool) async throws {
         let engine = self.engine
@@ -205,7 +205,7 @@ struct ExpiringValueTests {
         print("\(expired.count) expired, \(wonByInvalidate.count) invalidated, the rest released, of \(total)")
     }
 
-    /// An engine shut down under live values that keep re-arming, while their threads
+    /// An engine shut down under live values that keep moving on, while their threads
     /// touch, invalidate and release them: nothing crashes, and every value is freed.
     @Test(.timeLimit(.minutes(1)))
     func shutdownUnderLiveValuesFreesThemAll() throws {
@@ -228,6 +228,57 @@ struct ExpiringValueTests {
         }
         #expect(engine.counters.armed == 0)
         #expect(eventually { TrackedValue.live == 0 }, "\(TrackedValue.live) values never freed")
+    }
+
+    /// Values due in the same millisecond share one arming: a thousand made in a burst
+    /// arm no more timers than the milliseconds the burst took, and the last one ended
+    /// disarms the last.
+    @Test(.timeLimit(.minutes(1)))
+    func valuesDueTogetherShareOneArming() {
+        let started = TimerClock.monotonic.now()
+        let values = (0..<1_000).map { ExpiringValue($0, lifetime: .seconds(10), engine: self.engine) }
+        let milliseconds = started.duration(to: TimerClock.monotonic.now()) / .milliseconds(1)
+        let armed = self.engine.counters.armed
+        #expect(armed >= 1)
+        #expect(armed <= UInt64(milliseconds) + 2, "\(armed) armings for a burst of \(milliseconds) ms")
+        for value in values.dropLast() { value.invalidate() }
+        #expect(self.engine.counters.armed >= 1)
+        values.last?.invalidate()
+        #expect(self.engine.counters.armed == 0)
+    }
+
+    /// The idiom the documentation gives: a table of values whose `onExpiry` removes the
+    /// value from the table, so the last reference goes on the firing thread, in the middle
+    /// of a slot's firing, while other threads make and release values of the same set.
+    @Test(.timeLimit(.minutes(1)))
+    func expiryHandlersMayReleaseTheirOwnValues() {
+        let engine = self.engine
+        let table = LockedCondition<[Int: ExpiringValue<TrackedValue>]>([:])
+        let expired = Recorder<Int>()
+        let count = 4_000
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for id in stride(from: worker, to: count, by: 4) {
+                // Long enough to be in the table before it expires, short enough to expire
+                // while the other workers still add theirs.
+                let lifetime = Duration.microseconds(Int.random(in: 20_000...40_000))
+                let value = ExpiringValue(TrackedValue(id), lifetime: lifetime, engine: engine) { value in
+                    expired.append(value.id)
+                    table.withLock { _ = $0.removeValue(forKey: value.id) }
+                }
+                table.withLock { $0[id] = value }
+                // Released at once by their owner: these must never expire.
+                _ = ExpiringValue(TrackedValue(-1), lifetime: lifetime, engine: engine) { _ in expired.append(-1) }
+            }
+        }
+        #expect(expired.wait(forCount: count, timeout: .seconds(30)))
+        let ids = expired.entries
+        #expect(!ids.contains(-1), "a released value expired")
+        #expect(Set(ids).count == count, "\(ids.count) expiries for \(count) values")
+        // Only a scheduling stall longer than a lifetime leaves one behind: it expired before
+        // its worker put it in the table.
+        table.withLock { $0.removeAll() }
+        #expect(eventually { TrackedValue.live == 0 }, "\(TrackedValue.live) values never freed")
+        #expect(eventually { engine.counters.armed == 0 })
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -117,7 +117,7 @@ final class FiringSeamTests: Sendable {
         #expect(self.fired.load(ordering: .relaxed) == 1, "a cancelled arming ran the handler")
     }
 
-    // MARK: ExpiringValue, which keeps its arming on the seam itself
+    // MARK: ExpiringValue, whose set arms each expiry on the seam itself
 
     func makeValue(lifetime: Duration) -> ExpiringValue<String> {
         ExpiringValue("session", lifetime: lifetime, backend: .custom(self.backend)) { _ in

@@ -38,7 +38,8 @@ private final class StressSession: Sendable {
 }
 
 /// `ExpiringValue`s on an engine of their own, created, touched, invalidated and released at
-/// random from every thread while their lifetimes (0–3 ms) run out and their timers re-arm.
+/// random from every thread while their lifetimes (0–3 ms) run out and they move on to
+/// later milliseconds.
 ///
 /// Audited at the end: no value expired twice, none after an `invalidate()` that returned
 /// it, none before its lifetime had passed since its creation or last successful touch;

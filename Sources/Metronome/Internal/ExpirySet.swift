@@ -1,0 +1,265 @@
+import Synchronization
+
+/// The values due in one slot, never empty (the head of their list, an unretained
+/// ``ExpiringValue``), and the arming that fires for them. Not generic, so that the table
+/// of slots is specialised code, not the generic dictionary's.
+private struct ExpirySlot {
+    var head: UnsafeMutableRawPointer
+    var arming: UInt64
+}
+
+/// A new slot's arming, reserved under the lock and started outside it: a backend may fire
+/// from inside `start`.
+private struct ExpirySlotStart {
+    let arming: UInt64
+    let slot: Int64
+}
+
+/// The expiry timers of one backend's ``ExpiringValue``s of one type: values due in the
+/// same slot of time share that slot's one arming, so a value costs two links and no timer
+/// of its own.
+///
+/// A value sits in the list of the slot its expiry falls in, the expiry rounded up to
+/// ``granularity``. A touch changes only the value's expiry word. The slot's firing ends
+/// each value whose expiry has passed and moves every other one to the slot of its new
+/// expiry: a move per lifetime, not per touch, and never an early end. On an engine a slot is
+/// a millisecond, so a value ends up to a millisecond after its expiry (plus the engine's
+/// own lateness); on other backends every instant is its own slot.
+///
+/// The lists run through the values themselves and do not retain them: a value unlinks
+/// itself under this set's lock when it is ended or released. Nothing here ever takes a
+/// reference to a value, not even for a moment: its owner may let go meanwhile, and the
+/// last release, here under the lock, would run its deinit, which takes the lock. A
+/// firing copies out what an expired value's handler needs before it lets go of the lock,
+/// because a release may be waiting on the lock to free that value.
+// Unchecked only because its superclass cannot be checked: the slots are behind a lock and
+// every other stored property is a `let` of a Sendable type.
+final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
+    typealias Entry = ExpiringValue<Value>
+    /// A value in a list, reached without a reference (see above).
+    typealias Link = Unmanaged<Entry>
+
+    /// What an expired value's handler needs, copied out under the lock.
+    private struct Expiry {
+        let onExpiry: @Sendable (Value) -> Void
+        let content: Value
+    }
+
+    /// Slots by their instant, in nanoseconds on the backend's monotonic clock.
+    private let slots = LockedBox([Int64: ExpirySlot]())
+    let firing: any TimerFiring
+    private let granularity: Int64
+    /// The engine behind ``firing``, whose death in a forked child this set must respect.
+    private let engine: TimerEngine?
+
+    /// An engine's slot: a million values touched at random fall due over every millisecond
+    /// of their lifetime, so a slot this wide shares its arming among many of them while
+    /// adding at most a millisecond to an idle timeout.
+    static var engineGranularity: Int64 { 1_000_000 }
+
+    /// The slot of a value in no list.
+    static var unlinked: Int64 { .min }
+
+    /// No arming: the backend refused the slot's, and its values wait to be ended.
+    private static var none: UInt64 { 0 }
+
+    /// Values expired or moved under one hold of the lock: a slot of a million values must
+    /// not keep every release and creation waiting while it is worked through.
+    private static var batch: Int { 256 }
+
+    init(firing: any TimerFiring, granularity: Int64) {
+        self.firing = firing
+        self.granularity = granularity
+        self.engine = firing as? TimerEngine
+        super.init(queue: nil)
+    }
+
+    func now() -> Int64 {
+        self.firing.now(.monotonic)
+    }
+
+    /// A copy of a dead engine: it arms nothing, and its lock may have been held by a
+    /// thread of the parent's that the fork left behind.
+    private var isInherited: Bool {
+        self.engine?.isInherited ?? false
+    }
+
+    /// Links a new value into the slot of its expiry.
+    func insert(_ entry: Entry) {
+        guard !self.isInherited else { return }
+        let expiry = entry.expiry.load(ordering: .relaxed)
+        let start = self.slots.withLockedValue { slots in
+            self.link(.passUnretained(entry), into: self.slot(of: expiry), of: &slots)
+        }
+        if let start { self.start(start) }
+    }
+
+    /// Unlinks a value that was ended or released: nothing fires for it afterwards.
+    func remove(_ entry: Entry) {
+        guard !self.isInherited else { return }
+        let emptied = self.slots.withLockedValue { slots in self.unlink(.passUnretained(entry), from: &slots) }
+        if let emptied { self.firing.disarm(emptied) }
+    }
+
+    /// A slot's firing: ends its values that expired and moves the touched ones on, a batch
+    /// at a time; each batch's handlers run outside the lock.
+    override func receive(_ tick: Tick, from arming: UInt64) {
+        let slot = tick.scheduled.nanoseconds
+        // Never later than the present, so an end decided on it is never early.
+        let now = tick.fired.nanoseconds
+        var more = true
+        while more {
+            var expired: [Expiry] = []
+            var starts: [ExpirySlotStart] = []
+            var emptied: UInt64?
+            more = self.slots.withLockedValue { slots in
+                // Gone or replaced: emptied by releases, or a stale arming.
+                guard let index = slots.index(forKey: slot), slots.values[index].arming == arming else { return false }
+                var entry: Link? = Link.fromOpaque(slots.values[index].head)
+                for _ in 0..<Self.batch {
+                    guard let current = entry else { break }
+                    entry = current._withUnsafeGuaranteedRef { current in
+                        defer { (current.slot, current.previous, current.next) = (Self.unlinked, nil, nil) }
+                        return current.next
+                    }
+                    switch current._withUnsafeGuaranteedRef({ Self.decide($0, now: now) }) {
+                    case .expired:
+                        expired.append(
+                            current._withUnsafeGuaranteedRef { Expiry(onExpiry: $0.onExpiry, content: $0.content) })
+                    case .later(let expiry):
+                        // Past this slot even if the backend fired it early.
+                        let next = max(self.slot(of: expiry), slot.addingSaturating(self.granularity))
+                        if let start = self.link(current, into: next, of: &slots) { starts.append(start) }
+                    case .ended:
+                        break
+                    }
+                }
+                guard let entry else {
+                    emptied = slots.removeValue(forKey: slot)?.arming
+                    return false
+                }
+                entry._withUnsafeGuaranteedRef { $0.previous = nil }
+                slots[slot]?.head = entry.toOpaque()
+                return true
+            }
+            if let emptied, emptied != Self.none { self.firing.disarm(emptied) }
+            starts.forEach(self.start)
+            for expiry in expired { expiry.onExpiry(expiry.content) }
+        }
+    }
+
+    private enum Decision {
+        case expired
+        case later(Int64)
+        case ended
+    }
+
+    /// Ends `entry` if its expiry has passed, by the same compare-exchange a touch uses, so
+    /// that one of them wins.
+    private static func decide(_ entry: Entry, now: Int64) -> Decision {
+        var recorded = entry.expiry.load(ordering: .relaxed)
+        while recorded != Entry.ended {
+            if now < recorded { return .later(recorded) }
+            let (exchanged, current) = entry.expiry.compareExchange(
+                expected: recorded, desired: Entry.ended, ordering: .relaxed)
+            if exchanged { return .expired }
+            recorded = current
+        }
+        return .ended
+    }
+
+    /// The slot `expiry` falls in: the first instant of the granularity at or after it.
+    private func slot(of expiry: Int64) -> Int64 {
+        let (rounded, overflow) = expiry.addingReportingOverflow(self.granularity - 1)
+        return overflow ? .max : rounded - rounded % self.granularity
+    }
+
+    /// Puts `entry` at the head of `slot`'s list; a new slot's arming is reserved here and
+    /// returned to be started once the lock is let go.
+    private func link(_ entry: Link, into slot: Int64, of slots: inout [Int64: ExpirySlot]) -> ExpirySlotStart? {
+        let index = slots.index(forKey: slot)
+        let head = index.map { Link.fromOpaque(slots.values[$0].head) }
+        entry._withUnsafeGuaranteedRef { entry in
+            entry.slot = slot
+            entry.previous = nil
+            entry.next = head
+        }
+        if let index, let head {
+            head._withUnsafeGuaranteedRef { $0.previous = entry }
+            slots.values[index].head = entry.toOpaque()
+            return nil
+        }
+        let arming = (try? self.firing.reserve(for: self)) ?? Self.none
+        slots[slot] = ExpirySlot(head: entry.toOpaque(), arming: arming)
+        return arming == Self.none ? nil : ExpirySlotStart(arming: arming, slot: slot)
+    }
+
+    /// Takes `entry` out of its list; returns the arming of the slot it emptied, which the
+    /// caller disarms once the lock is let go.
+    private func unlink(_ entry: Link, from slots: inout [Int64: ExpirySlot]) -> UInt64? {
+        let (slot, previous, next) = entry._withUnsafeGuaranteedRef { entry in
+            defer { (entry.slot, entry.previous, entry.next) = (Self.unlinked, nil, nil) }
+            return (entry.slot, entry.previous, entry.next)
+        }
+        guard slot != Self.unlinked else { return nil }
+        next?._withUnsafeGuaranteedRef { $0.previous = previous }
+        if let previous {
+            previous._withUnsafeGuaranteedRef { $0.next = next }
+        } else if let next {
+            slots[slot]?.head = next.toOpaque()
+        } else if let emptied = slots.removeValue(forKey: slot), emptied.arming != Self.none {
+            return emptied.arming
+        }
+        return nil
+    }
+
+    /// Starts a new slot's arming; one the backend refuses leaves the slot's values to live
+    /// until they are ended.
+    private func start(_ start: ExpirySlotStart) {
+        do {
+            guard let schedule = TimerSchedule(deadlineNanoseconds: max(start.slot, 0)) else { throw Refused() }
+            try self.firing.start(start.arming, schedule, clock: .monotonic)
+        } catch {
+            let owned = self.slots.withLockedValue { slots in
+                guard slots[start.slot]?.arming == start.arming else { return false }
+                slots[start.slot]?.arming = Self.none
+                return true
+            }
+            // Emptied meanwhile, the slot's arming was disarmed with it.
+            if owned { self.firing.disarm(start.arming) }
+        }
+    }
+
+    private struct Refused: Error {}
+}
+
+extension SafeDispatchTimer.Backend {
+    /// The set a new ``ExpiringValue`` of `Value` joins: the engine's, shared by its values
+    /// of that type; for any other backend, one of the value's own.
+    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value> {
+        guard case .engine(let engine) = self else { return ExpirySet(firing: self.firing, granularity: 1) }
+        return engine.expirySet(of: type)
+    }
+}
+
+extension TimerEngine {
+    /// A value that lets go of the set it keeps alive; the engine's table must not keep
+    /// the set, which keeps the engine.
+    struct ExpirySetReference {
+        weak var set: AnyObject?
+    }
+
+    /// This engine's set for values of `Value`, made on first use and kept while a value or
+    /// an armed slot holds it.
+    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value> {
+        let fresh = { ExpirySet<Value>(firing: self, granularity: ExpirySet<Value>.engineGranularity) }
+        // A dead copy's table lock may be held by a thread the fork left behind.
+        guard !self.isInherited else { return fresh() }
+        return self.expirySets.withLockedValue { sets in
+            if let set = sets[ObjectIdentifier(type)]?.set { return unsafeDowncast(set, to: ExpirySet<Value>.self) }
+            let set = fresh()
+            sets[ObjectIdentifier(type)] = ExpirySetReference(set: set)
+            return set
+        }
+    }
+}
