@@ -66,6 +66,20 @@ struct ExpiringValueTests {
         #expect(self.engine.counters.armed == 0)
     }
 
+    /// On GCD a value has a set of its own, whose expiry instant is armed as it is.
+    @Test(.timeLimit(.minutes(1)))
+    func expiresExactlyOnceOnGCD() async throws {
+        let expiries = Recorder<String>()
+        let created = TimerClock.monotonic.now()
+        let value = ExpiringValue("token", lifetime: .milliseconds(10), backend: .dispatch) { expiries.append($0) }
+        #expect(value.engine == nil)
+        #expect(expiries.wait(forCount: 1, timeout: .seconds(5)))
+        #expect(TimerClock.monotonic.now() >= created.advanced(by: .milliseconds(10)))
+        #expect(value.isExpired)
+        try await Task.sleep(for: .milliseconds(30))
+        #expect(expiries.entries == ["token"])
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func invalidateDropsTheValueWithoutExpiry() async throws {
         let expiries = Recorder<Int>()
