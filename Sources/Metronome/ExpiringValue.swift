@@ -9,7 +9,8 @@ import Synchronization
 /// finds a value touched meanwhile, it moves the value to the millisecond of its new expiry:
 /// one move per lifetime, not per touch. The container is one object of about 100 bytes,
 /// with no lock, no timer and no ``SafeDispatchTimer`` of its own; its creation and its
-/// release take the lock of its type's list for a moment.
+/// release take its list's lock for a moment: on an engine, the lock of the values of its
+/// type made on threads of the same engine shard.
 ///
 /// The price of sharing is precision: on an engine a value ends up to a millisecond after its
 /// lifetime (and the engine's own lateness), never before. On any other backend each expiry

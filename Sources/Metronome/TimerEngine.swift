@@ -135,8 +135,9 @@ public final class TimerEngine: Sendable {
     // Freed only in deinit: every armed timer holds the engine, so nothing can race it.
     nonisolated(unsafe) let raw: OpaquePointer?
 
-    /// The sets of this engine's ``ExpiringValue``s, one per value type.
-    let expirySets = LockedBox([ObjectIdentifier: ExpirySetReference]())
+    /// The sets of this engine's ``ExpiringValue``s, one per shard and value type, in a
+    /// table per shard.
+    let expirySets: [LockedBox<[ObjectIdentifier: ExpirySetReference]>]
 
     /// Starts an engine and its firing thread.
     ///
@@ -149,11 +150,13 @@ public final class TimerEngine: Sendable {
     public init(configuration: Configuration = Configuration()) throws(TimerError) {
         self.configuration = configuration
         self.raw = try Self.start(configuration)
+        self.expirySets = Self.expirySetTables(configuration)
     }
 
     private init(orUnavailable configuration: Configuration) {
         self.configuration = configuration
         self.raw = try? Self.start(configuration)
+        self.expirySets = Self.expirySetTables(configuration)
     }
 
     private static func start(_ configuration: Configuration) throws(TimerError) -> OpaquePointer? {

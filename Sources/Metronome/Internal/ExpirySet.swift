@@ -15,9 +15,9 @@ private struct ExpirySlotStart {
     let slot: Int64
 }
 
-/// The expiry timers of one backend's ``ExpiringValue``s of one type: values due in the
-/// same slot of time share that slot's one arming, so a value costs two links and no timer
-/// of its own.
+/// The expiry timers of one backend's ``ExpiringValue``s of one type (on an engine, those
+/// made on the threads of one of its shards): values due in the same slot of time share
+/// that slot's one arming, so a value costs two links and no timer of its own.
 ///
 /// A value sits in the list of the slot its expiry falls in, the expiry rounded up to
 /// ``granularity``. A touch changes only the value's expiry word. The slot's firing ends
@@ -249,13 +249,19 @@ extension TimerEngine {
         weak var set: AnyObject?
     }
 
-    /// This engine's set for values of `Value`, made on first use and kept while a value or
-    /// an armed slot holds it.
+    static func expirySetTables(_ configuration: Configuration) -> [LockedBox<[ObjectIdentifier: ExpirySetReference]>] {
+        (0..<min(max(configuration.shards, 1), Configuration.maximumShards)).map { _ in LockedBox([:]) }
+    }
+
+    /// The set for values of `Value` in the current thread's shard, made on first use and
+    /// kept while a value or an armed slot holds it: as with timers, threads that make and
+    /// release their own values take no lock another thread takes.
     func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value> {
         let fresh = { ExpirySet<Value>(firing: self, granularity: ExpirySet<Value>.engineGranularity) }
         // A dead copy's table lock may be held by a thread the fork left behind.
         guard !self.isInherited else { return fresh() }
-        return self.expirySets.withLockedValue { sets in
+        let table = self.expirySets[HomeShard.current(among: self.expirySets.count)]
+        return table.withLockedValue { sets in
             if let set = sets[ObjectIdentifier(type)]?.set { return unsafeDowncast(set, to: ExpirySet<Value>.self) }
             let set = fresh()
             sets[ObjectIdentifier(type)] = ExpirySetReference(set: set)
