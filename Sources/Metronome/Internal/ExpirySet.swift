@@ -111,7 +111,7 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         while more {
             var expired: [Expiry] = []
             var starts: [ExpirySlotStart] = []
-            var emptied: UInt64?
+            var emptied = false
             more = self.slots.withLockedValue { slots in
                 // Gone or replaced: emptied by releases, or a stale arming.
                 guard let index = slots.index(forKey: slot), slots.values[index].arming == arming else { return false }
@@ -135,14 +135,15 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
                     }
                 }
                 guard let entry else {
-                    emptied = slots.removeValue(forKey: slot)?.arming
+                    emptied = slots.removeValue(forKey: slot) != nil
                     return false
                 }
                 entry._withUnsafeGuaranteedRef { $0.previous = nil }
                 slots[slot]?.head = entry.toOpaque()
                 return true
             }
-            if let emptied, emptied != Self.none { self.firing.disarm(emptied) }
+            // The fired arming is spent, but the seam holds it until it is disarmed.
+            if emptied { self.firing.disarm(arming) }
             starts.forEach(self.start)
             for expiry in expired { expiry.onExpiry(expiry.content) }
         }
@@ -216,21 +217,19 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     /// Starts a new slot's arming; one the backend refuses leaves the slot's values to live
     /// until they are ended.
     private func start(_ start: ExpirySlotStart) {
-        do {
-            guard let schedule = TimerSchedule(deadlineNanoseconds: max(start.slot, 0)) else { throw Refused() }
-            try self.firing.start(start.arming, schedule, clock: .monotonic)
-        } catch {
-            let owned = self.slots.withLockedValue { slots in
-                guard slots[start.slot]?.arming == start.arming else { return false }
-                slots[start.slot]?.arming = Self.none
-                return true
-            }
-            // Emptied meanwhile, the slot's arming was disarmed with it.
-            if owned { self.firing.disarm(start.arming) }
+        if let schedule = TimerSchedule(deadlineNanoseconds: start.slot),
+            (try? self.firing.start(start.arming, schedule, clock: .monotonic)) != nil
+        {
+            return
         }
+        let owned = self.slots.withLockedValue { slots in
+            guard slots[start.slot]?.arming == start.arming else { return false }
+            slots[start.slot]?.arming = Self.none
+            return true
+        }
+        // Emptied meanwhile, the slot's arming was disarmed with it.
+        if owned { self.firing.disarm(start.arming) }
     }
-
-    private struct Refused: Error {}
 }
 
 extension SafeDispatchTimer.Backend {
