@@ -222,7 +222,7 @@ mtr_batch_next_locked_(struct mtr_batch *batch, const struct mtr_timer *timers)
 		if (batch->next + MTR_BATCH_PREFETCH < batch->count)
 			mtr_timer_prefetch_(&timers[entry[MTR_BATCH_PREFETCH].timer]);
 		if (batch->next + MTR_BATCH_PREFETCH / 2 < batch->count)
-			__builtin_prefetch(timers[
+			mtr_context_prefetch_(timers[
 			    entry[MTR_BATCH_PREFETCH / 2].timer].context);
 		if (timers[entry->timer].heap_slot == MTR_IN_BATCH)
 			return entry;

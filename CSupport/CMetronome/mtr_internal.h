@@ -65,6 +65,19 @@ mtr_timer_prefetch_(const struct mtr_timer *timer)
 	__builtin_prefetch((const char *)(timer + 1) - 1, 1);
 }
 
+/* Fetches the start of a callback's context for reading ahead of a firing:
+ * three cache lines, which hold all that a Swift timer's firing reads of
+ * its object (its lock, state and handler lie within the first 144
+ * bytes, wherever the object starts in its line). */
+static inline void
+mtr_context_prefetch_(const void *context)
+{
+	if (context == NULL)
+		return;
+	for (int line = 0; line < 3; line++)
+		__builtin_prefetch((const char *)context + 64 * line);
+}
+
 /* A heap entry carries its key, so sifting touches only the heap array. */
 struct mtr_heap_entry {
 	/* deadline + leeway: the latest acceptable firing; no later than its

@@ -7,8 +7,8 @@
 /// `cancelAndWait` waits for handlers that take the same lock.
 /// Nothing an arming hands out keeps the ``SafeDispatchTimer`` alive, so a dropped timer is
 /// cancelled by its deinit rather than kept alive by its own schedule.
-// Unchecked only because its superclass cannot be checked: every stored property is a
-// `let` of a Sendable type, and all state is in the locked storage.
+// Unchecked: its superclass cannot be checked, and its one `var` is reached only under its
+// lock.
 final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// The user's handler, wrapped so that passing it out of the lock's generic closure
     /// does not re-abstract (and allocate) it on every firing.
@@ -30,8 +30,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
-    // In this order, with the count in 32 bits, the fields leave no padding: the storage
-    // and its mutex fill one 160-byte allocation.
+    // In this order, with the count in 32 bits, the fields leave no padding.
     private struct Storage {
         var machine = TimerStateMachine()
         /// Handlers running now: at most one per thread delivering this timer's firings.
@@ -42,9 +41,14 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         var handlerWaiters: [HandlerWaiter] = []
     }
 
-    private let storage = LockedBox(Storage())
     private let firing: any TimerFiring
     let clock: TimerClock
+    /// Guards `storage`. A word in this object rather than a ``LockedBox``: an armed timer
+    /// is then one allocation fewer, and a firing reaches its state in the object it
+    /// already holds.
+    private let lock = ParkingLock()
+    // Reached only under `lock`.
+    @exclusivity(unchecked) private var storage = Storage()
 
     init(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) {
         self.firing = firing
@@ -59,7 +63,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// The schedule of a running or suspended timer, otherwise `nil`.
     var schedule: TimerSchedule? {
-        self.storage.withLockedValue { storage in
+        self.withLockedStorage { storage in
             switch storage.machine.state {
             case .running(let schedule, _), .suspended(let schedule): schedule
             case .idle, .cancelled: nil
@@ -68,7 +72,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     var state: SafeDispatchTimer.State {
-        self.storage.withLockedValue { $0.machine.state.public }
+        self.withLockedStorage { $0.machine.state.public }
     }
 
     func now() -> Int64 {
@@ -101,7 +105,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
     /// the backend refused.
     func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
-        let action = self.storage.withLockedValue { storage in
+        let action = self.withLockedStorage { storage in
             let action = storage.machine.schedule(schedule)
             if case .arm = action { storage.handler = Handler(run: handler) }
             return action
@@ -159,7 +163,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
     /// current leeway, under the lock; `nil` rejects the move.
     func reschedule(_ makeSchedule: (_ leewayNanoseconds: Int64) -> TimerSchedule?) -> Bool {
-        let outcome = self.storage.withLockedValue { storage -> Rescheduled in
+        let outcome = self.withLockedStorage { storage -> Rescheduled in
             let leeway: Int64
             switch storage.machine.state {
             case .running(let current, _), .suspended(let current): leeway = current.leewayNanoseconds
@@ -193,19 +197,19 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     func suspend() -> Bool {
-        self.carryOut(self.storage.withLockedValue { $0.machine.suspend() })
+        self.carryOut(self.withLockedStorage { $0.machine.suspend() })
     }
 
     func resume() -> Bool {
         let now = self.now()
-        switch self.storage.withLockedValue({ $0.machine.resume(now: now) }) {
+        switch self.withLockedStorage({ $0.machine.resume(now: now) }) {
         case .arm(let arm): return self.accepted(arm)
         case .reject: return false
         }
     }
 
     func cancel() -> Bool {
-        self.carryOut(self.storage.withLockedValue { $0.machine.cancel() })
+        self.carryOut(self.withLockedStorage { $0.machine.cancel() })
     }
 
     func cancelAndWait() {
@@ -227,7 +231,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Queues the waiter `makeWaiter` builds, and returns what comes with it, only while a
     /// handler runs; `nil` when none does, and nothing is made.
     private func waitForHandlers<Wait>(_ makeWaiter: () -> (HandlerWaiter, Wait)) -> Wait? {
-        self.storage.withLockedValue { storage in
+        self.withLockedStorage { storage in
             guard storage.handlersRunning > 0 else { return nil }
             let (waiter, wait) = makeWaiter()
             storage.handlerWaiters.append(waiter)
@@ -237,7 +241,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// Stops firing for good, whatever the state: later schedules are refused.
     func close() {
-        _ = self.carryOut(self.storage.withLockedValue { $0.machine.close() })
+        _ = self.carryOut(self.withLockedStorage { $0.machine.close() })
     }
 
     /// Reserves an arming, records it, and only then starts it, so that its first firing
@@ -255,7 +259,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             try self.refused(arm, error)
             return
         }
-        guard self.storage.withLockedValue({ $0.machine.armed(generation: arm.generation, arming: arming) }) else {
+        guard self.withLockedStorage({ $0.machine.armed(generation: arm.generation, arming: arming) }) else {
             self.firing.disarm(arming)
             return
         }
@@ -273,7 +277,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     private func refused(_ arm: TimerStateMachine.Arm, _ error: TimerError) throws(TimerError) {
-        if self.storage.withLockedValue({ $0.machine.refused(generation: arm.generation) }) { throw error }
+        if self.withLockedStorage({ $0.machine.refused(generation: arm.generation) }) { throw error }
     }
 
     private func carryOut(_ stop: TimerStateMachine.StopAction) -> Bool {
@@ -286,9 +290,15 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
+    private func withLockedStorage<Result>(_ body: (inout Storage) throws -> Result) rethrows -> Result {
+        self.lock.lock(owner: self)
+        defer { self.lock.unlock(owner: self) }
+        return try body(&self.storage)
+    }
+
     /// A firing of `arming`: runs the handler if it is the current arming's.
     override func receive(_ tick: Tick, from arming: UInt64) {
-        let handler = self.storage.withLockedValue { storage -> Handler? in
+        let handler = self.withLockedStorage { storage -> Handler? in
             switch storage.machine.fired(arming: arming, scheduled: tick.scheduled.nanoseconds) {
             case .runHandler:
                 storage.handlersRunning += 1
@@ -299,7 +309,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
         guard let handler else { return }
         CurrentHandler.run(for: self) { handler.run(tick) }
-        let waiters = self.storage.withLockedValue { storage -> [HandlerWaiter]? in
+        let waiters = self.withLockedStorage { storage -> [HandlerWaiter]? in
             storage.handlersRunning -= 1
             // Taken only when there are waiters: the common firing touches no array.
             guard storage.handlersRunning == 0, !storage.handlerWaiters.isEmpty else { return nil }
