@@ -322,6 +322,45 @@ struct SafeDispatchTimerSafetyTests {
 
     // MARK: Handlers that act on their own timer
 
+    /// Cancels a timer from its deinit, as an owner that keeps a timer commonly does.
+    private final class CancelsOnDeinit: Sendable {
+        let timer: SafeDispatchTimer
+        let cancelled: Locked<Bool?>
+
+        init(_ timer: SafeDispatchTimer, cancelled: Locked<Bool?>) {
+            self.timer = timer
+            self.cancelled = cancelled
+        }
+
+        deinit {
+            let cancelled = self.timer.cancel()
+            self.cancelled.withLock { $0 = cancelled }
+        }
+    }
+
+    /// A schedule that replaces a handler releases the old one outside the timer's lock, so
+    /// a capture whose deinit calls back into the timer does not deadlock on it.
+    @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
+    func aReplacedHandlersCapturesMayCallBackIntoTheTimer(kind: HarnessKind) throws {
+        let harness = try kind.make()
+        defer { harness.tearDown() }
+        let timer = harness.makeTimer()
+        let cancelled = Locked<Bool?>(nil)
+        do {
+            let owner = CancelsOnDeinit(timer, cancelled: cancelled)
+            let scheduled = timer.schedule(deadline: harness.deadline(after: .seconds(3600))) { _ in
+                withExtendedLifetime(owner) {}
+            }
+            #expect(scheduled)
+        }
+        #expect(timer.cancel())
+        #expect(cancelled.current == nil)
+        // The new handler replaces the one holding the last reference to `owner`.
+        #expect(timer.schedule(deadline: harness.deadline(after: .seconds(3600))) { _ in })
+        #expect(cancelled.current == true)
+        #expect(timer.state == .cancelled)
+    }
+
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func handlerCancelsItsOwnTimer(kind: HarnessKind) throws {
         let harness = try kind.make()

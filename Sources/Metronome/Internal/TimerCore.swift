@@ -105,10 +105,14 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
     /// the backend refused.
     func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
-        let action = self.withLockedStorage { storage in
+        // The handler this one replaces is released after unlocking: its captures' deinits
+        // may call back into this timer.
+        let (action, _) = self.withLockedStorage { storage -> (TimerStateMachine.ScheduleAction, Handler?) in
             let action = storage.machine.schedule(schedule)
-            if case .arm = action { storage.handler = Handler(run: handler) }
-            return action
+            guard case .arm = action else { return (action, nil) }
+            let replaced = storage.handler
+            storage.handler = Handler(run: handler)
+            return (action, replaced)
         }
         switch action {
         case .arm(let arm):
