@@ -12,6 +12,11 @@ import Testing
 struct ParkingLockForkTests {
     static let forkVariable = "METRONOME_PARKING_FORK_CHILD"
 
+    /// ThreadSanitizer does not support threads started in the child of a fork taken while
+    /// other threads run: its runtime's own locks may be held there, and a child then hangs
+    /// in it (one CI run's child did).
+    static let underThreadSanitizer = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+
     private final class Guarded: @unchecked Sendable {
         let lock = ParkingLock()
 
@@ -23,7 +28,7 @@ struct ParkingLockForkTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.disabled(if: underThreadSanitizer), .timeLimit(.minutes(2)))
     func parkingInForkedChildren() throws {
         try expectTestPassesInAProcessOfItsOwn("forkedChildrenParkAndWake", enabledBy: Self.forkVariable)
     }
