@@ -42,7 +42,7 @@ struct ParkingLock: ~Copyable, Sendable {
                 }
                 continue
             }
-            // Once a thread is parked, later ones queue behind it rather than barge.
+            // Once a thread is parked, later ones park at once rather than yield.
             if state & Self.parked == 0, yields < Self.yieldsBeforeParking {
                 yields += 1
                 sched_yield()
@@ -108,8 +108,9 @@ private enum LockParking {
     }
 
     private static func place(of owner: AnyObject) -> UnsafeMutablePointer<Place> {
-        // Fibonacci hashing: objects are 16-byte aligned, so the low bits carry nothing.
-        let address = UInt(bitPattern: ObjectIdentifier(owner).hashValue)
+        // Fibonacci hashing of the address: objects are 16-byte aligned, so its low bits
+        // carry nothing.
+        let address = UInt(bitPattern: ObjectIdentifier(owner))
         let index = (address &* 0x9E37_79B9_7F4A_7C15) >> (UInt.bitWidth - count.trailingZeroBitCount)
         return places.advanced(by: Int(index))
     }

@@ -294,10 +294,10 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
-    private func withLockedStorage<Result>(_ body: (inout Storage) throws -> Result) rethrows -> Result {
+    private func withLockedStorage<Result>(_ body: (inout Storage) -> Result) -> Result {
         self.lock.lock(owner: self)
         defer { self.lock.unlock(owner: self) }
-        return try body(&self.storage)
+        return body(&self.storage)
     }
 
     /// A firing of `arming`: runs the handler if it is the current arming's.
