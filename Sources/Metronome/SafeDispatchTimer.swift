@@ -30,6 +30,11 @@
 /// ``cancelAndAwaitHandlers()`` wait for it). See <doc:StateMachine> for the full
 /// transition table.
 ///
+/// The timer holds its handler only while it can run it: a cancel, and a one-shot's
+/// firing once the handler returns, release it; a suspended timer keeps it for
+/// ``resume()``. A handler that captures the timer's owner strongly therefore keeps the
+/// owner alive until the timer is cancelled, not for good.
+///
 /// A backend that can arm no more (an engine that was shut down) refuses: scheduling
 /// returns `false` and does nothing; a reschedule or resume returns `false` and leaves the
 /// timer cancelled, since its previous arming is already gone.

@@ -420,8 +420,11 @@ struct ExpiringValueVirtualTimeTests {
     func onExpiryFindsTheContainerExpired() {
         let seen = Recorder<String>()
         let container = Recorder<ExpiringValue<String>>()
-        let value = ExpiringValue("session", lifetime: .seconds(1), backend: .custom(self.timeline)) { _ in
-            let value = container.entries[0]
+        // Weakly: the container holds the value, whose `onExpiry` would otherwise hold the
+        // container, a cycle that outlives the test.
+        let value = ExpiringValue("session", lifetime: .seconds(1), backend: .custom(self.timeline)) {
+            [weak container] _ in
+            guard let value = container?.entries[0] else { return }
             seen.append("touch \(value.touch()), value \(value.value ?? "nil"), expired \(value.isExpired)")
         }
         container.append(value)

@@ -322,6 +322,34 @@ struct SafeDispatchTimerSafetyTests {
 
     // MARK: Handlers that act on their own timer
 
+    /// Owns its timer, whose handler captures it strongly: a cycle that only the timer's
+    /// letting go of the handler breaks. Counts its own deinit through `watch`.
+    private final class CycleOwner: Sendable {
+        let timer: SafeDispatchTimer
+        let recorder: TickRecorder?
+
+        init(_ timer: SafeDispatchTimer, recorder: TickRecorder? = nil) {
+            self.timer = timer
+            self.recorder = recorder
+        }
+
+        func start(after deadline: DispatchTime) {
+            let scheduled = self.timer.schedule(deadline: deadline) { tick in self.recorder?.record(tick) }
+            precondition(scheduled, "an idle timer refused a schedule")
+        }
+    }
+
+    private final class WeakOwner: @unchecked Sendable {
+        private let lock = NSLock()
+        private weak var stored: CycleOwner?
+
+        init(_ owner: CycleOwner) {
+            self.stored = owner
+        }
+
+        var owner: CycleOwner? { self.lock.withLock { self.stored } }
+    }
+
     /// Cancels a timer from its deinit, as an owner that keeps a timer commonly does.
     private final class CancelsOnDeinit: Sendable {
         let timer: SafeDispatchTimer
@@ -338,10 +366,10 @@ struct SafeDispatchTimerSafetyTests {
         }
     }
 
-    /// A schedule that replaces a handler releases the old one outside the timer's lock, so
-    /// a capture whose deinit calls back into the timer does not deadlock on it.
+    /// A cancel releases the handler, outside the timer's lock, so a capture whose deinit
+    /// calls back into the timer (an owner cancelling it in deinit) does not deadlock on it.
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
-    func aReplacedHandlersCapturesMayCallBackIntoTheTimer(kind: HarnessKind) throws {
+    func aReleasedHandlersCapturesMayCallBackIntoTheTimer(kind: HarnessKind) throws {
         let harness = try kind.make()
         defer { harness.tearDown() }
         let timer = harness.makeTimer()
@@ -353,12 +381,48 @@ struct SafeDispatchTimerSafetyTests {
             }
             #expect(scheduled)
         }
+        #expect(cancelled.current == nil, "the running timer's handler let go of its capture")
         #expect(timer.cancel())
-        #expect(cancelled.current == nil)
-        // The new handler replaces the one holding the last reference to `owner`.
-        #expect(timer.schedule(deadline: harness.deadline(after: .seconds(3600))) { _ in })
-        #expect(cancelled.current == true)
+        // The handler held the last reference to `owner`, whose deinit found the timer
+        // already cancelled.
+        #expect(cancelled.current == false)
         #expect(timer.state == .cancelled)
+        #expect(timer.schedule(deadline: harness.deadline(after: .seconds(3600))) { _ in })
+        #expect(timer.state == .running)
+    }
+
+    /// The handler is the timer's only while the timer can still run it: a handler that
+    /// captures the timer's owner strongly keeps it alive only until the timer is cancelled
+    /// or its one-shot has fired, as GCD releases a cancelled source's handler. A suspended
+    /// timer keeps its handler for `resume()`.
+    @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
+    func aTimerLetsGoOfItsHandlerOnceItCannotRunIt(kind: HarnessKind) throws {
+        let harness = try kind.make()
+        defer { harness.tearDown() }
+
+        // Cancelled, from running and from suspended.
+        for suspendFirst in [false, true] {
+            var owner: CycleOwner? = CycleOwner(harness.makeTimer())
+            let watch = WeakOwner(owner!)
+            owner!.start(after: harness.deadline(after: .seconds(3600)))
+            if suspendFirst { #expect(owner!.timer.suspend()) }
+            let timer = owner!.timer
+            owner = nil
+            #expect(watch.owner != nil, "a \(timer.state) timer let go of its handler")
+            #expect(timer.cancel())
+            let from = suspendFirst ? "suspended" : "running"
+            #expect(watch.owner == nil, "a timer cancelled while \(from) kept its handler")
+        }
+        // A one-shot that fired: released once the handler has returned.
+        let recorder = TickRecorder(harness)
+        var owner: CycleOwner? = CycleOwner(harness.makeTimer(), recorder: recorder)
+        let watch = WeakOwner(owner!)
+        owner!.start(after: harness.deadline(after: .milliseconds(1)))
+        owner = nil
+        #expect(watch.owner != nil, "a running timer let go of its handler")
+        harness.advance(by: .milliseconds(5))
+        #expect(harness.wait(for: recorder, count: 1))
+        #expect(harness.eventually { watch.owner == nil }, "a fired one-shot kept its handler")
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)

@@ -39,6 +39,16 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         /// Callers waiting in `cancelAndWait` or `cancelAndAwaitHandlers` for the running
         /// handlers to finish; the last handler to finish releases them.
         var handlerWaiters: [HandlerWaiter] = []
+
+        /// The handler, taken out once the timer is idle or cancelled: no firing runs it
+        /// then, and the next schedule brings its own. Its captures may hold the timer's
+        /// owner, so keeping it would keep that owner alive after a cancel.
+        mutating func takeHandlerIfStopped() -> Handler? {
+            switch self.machine.state {
+            case .idle, .cancelled: self.handler.take()
+            case .running, .suspended: nil
+            }
+        }
     }
 
     private let firing: any TimerFiring
@@ -105,14 +115,10 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
     /// the backend refused.
     func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
-        // The handler this one replaces is released after unlocking: its captures' deinits
-        // may call back into this timer.
-        let (action, _) = self.withLockedStorage { storage -> (TimerStateMachine.ScheduleAction, Handler?) in
+        let action = self.withLockedStorage { storage in
             let action = storage.machine.schedule(schedule)
-            guard case .arm = action else { return (action, nil) }
-            let replaced = storage.handler
-            storage.handler = Handler(run: handler)
-            return (action, replaced)
+            if case .arm = action { storage.handler = Handler(run: handler) }
+            return action
         }
         switch action {
         case .arm(let arm):
@@ -294,10 +300,21 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
+    /// Runs `body` under the lock. A handler the timer no longer needs (see
+    /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
+    /// back into this timer.
     private func withLockedStorage<Result>(_ body: (inout Storage) -> Result) -> Result {
+        let (result, _) = self.withLockedStorageTakingStoppedHandler(body)
+        return result
+    }
+
+    private func withLockedStorageTakingStoppedHandler<Result>(_ body: (inout Storage) -> Result)
+        -> (Result, Handler?)
+    {
         self.lock.lock(owner: self)
         defer { self.lock.unlock(owner: self) }
-        return body(&self.storage)
+        let result = body(&self.storage)
+        return (result, self.storage.takeHandlerIfStopped())
     }
 
     /// A firing of `arming`: runs the handler if it is the current arming's.
