@@ -323,7 +323,9 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             switch storage.machine.fired(arming: arming, scheduled: tick.scheduled.nanoseconds) {
             case .runHandler:
                 storage.handlersRunning += 1
-                return storage.handler
+                // A one-shot that fired is idle: its handler is moved out, not copied, and
+                // goes once it returns.
+                return storage.takeHandlerIfStopped() ?? storage.handler
             case .ignore:
                 return nil
             }
