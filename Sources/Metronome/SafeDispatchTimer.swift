@@ -327,7 +327,8 @@ public final class SafeDispatchTimer: Sendable {
         self.core.cancel()
     }
 
-    /// Cancels the timer and returns once no handler of it is running.
+    /// Cancels the timer and returns once no handler of it is running, and the timer has
+    /// let go of the handler: captures it held the last reference to are gone by then.
     ///
     /// The calling thread blocks while a handler runs. From inside the timer's own handler
     /// it cancels and returns at once. Do not call it while holding a lock that the handler

@@ -320,6 +320,49 @@ struct SafeDispatchTimerSafetyTests {
         #expect(recorder.records(since: epoch).isEmpty, "a handler started after cancelAndWait returned")
     }
 
+    /// A handler's captures are released before `cancelAndWait` returns (here the handler
+    /// held the last reference to them), while the handler still counts as running: a
+    /// capture whose deinit calls `cancelAndWait` on the timer returns at once.
+    @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real, [false, true])
+    func cancelAndWaitReturnsWithTheHandlersCapturesReleased(kind: HarnessKind, onQueue: Bool) throws {
+        let harness = try kind.make()
+        defer { harness.tearDown() }
+        let timer = harness.makeTimer(queue: onQueue ? markedQueue("metronome.tests.captures-released") : nil)
+        let entered = Gate()
+        let release = Gate()
+        let waitedInDeinit = Gate()
+        var owner: CycleOwner? = CycleOwner(
+            timer,
+            onDeinit: {
+                timer.cancelAndWait()
+                waitedInDeinit.open()
+            })
+        let watch = WeakOwner(owner!)
+        let scheduled = timer.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .seconds(3600)) {
+            [owner] _ in
+            withExtendedLifetime(owner) {}
+            entered.open()
+            release.wait(timeout: .seconds(10))
+        }
+        #expect(scheduled)
+        owner = nil
+        try #require(entered.wait(), "the handler never started")
+
+        let returned = Gate()
+        let capturesReleasedWhenReturned = Locked<Bool?>(nil)
+        let waiter = Thread {
+            timer.cancelAndWait()
+            capturesReleasedWhenReturned.withLock { $0 = watch.owner == nil }
+            returned.open()
+        }
+        waiter.start()
+        #expect(harness.eventually { timer.state == .cancelled }, "cancelAndWait did not cancel")
+        release.open()
+        #expect(returned.wait(), "cancelAndWait never returned after the handler did")
+        #expect(capturesReleasedWhenReturned.current == true, "cancelAndWait returned before the captures went")
+        #expect(waitedInDeinit.opened, "a capture's deinit waited for its own handler")
+    }
+
     // MARK: Handlers that act on their own timer
 
     /// Owns its timer, whose handler captures it strongly: a cycle that only the timer's
@@ -327,10 +370,16 @@ struct SafeDispatchTimerSafetyTests {
     private final class CycleOwner: Sendable {
         let timer: SafeDispatchTimer
         let recorder: TickRecorder?
+        let onDeinit: @Sendable () -> Void
 
-        init(_ timer: SafeDispatchTimer, recorder: TickRecorder? = nil) {
+        init(_ timer: SafeDispatchTimer, recorder: TickRecorder? = nil, onDeinit: @escaping @Sendable () -> Void = {}) {
             self.timer = timer
             self.recorder = recorder
+            self.onDeinit = onDeinit
+        }
+
+        deinit {
+            self.onDeinit()
         }
 
         func start(after deadline: DispatchTime) {

@@ -319,7 +319,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// A firing of `arming`: runs the handler if it is the current arming's.
     override func receive(_ tick: Tick, from arming: UInt64) {
-        let handler = self.withLockedStorage { storage -> Handler? in
+        var running = self.withLockedStorage { storage -> Handler? in
             switch storage.machine.fired(arming: arming, scheduled: tick.scheduled.nanoseconds) {
             case .runHandler:
                 storage.handlersRunning += 1
@@ -330,8 +330,14 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
                 return nil
             }
         }
-        guard let handler else { return }
-        CurrentHandler.run(for: self) { handler.run(tick) }
+        guard running != nil else { return }
+        // Released while the handler still counts as running: its captures' deinits have
+        // run when `cancelAndWait` returns, and one that calls `cancelAndWait` on this
+        // timer returns at once instead of waiting for itself.
+        CurrentHandler.run(for: self) {
+            running?.run(tick)
+            running = nil
+        }
         let waiters = self.withLockedStorage { storage -> [HandlerWaiter]? in
             storage.handlersRunning -= 1
             // Taken only when there are waiters: the common firing touches no array.
