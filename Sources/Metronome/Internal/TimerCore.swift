@@ -304,17 +304,12 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
     /// back into this timer.
     private func withLockedStorage<Result>(_ body: (inout Storage) -> Result) -> Result {
-        let (result, _) = self.withLockedStorageTakingStoppedHandler(body)
-        return result
-    }
-
-    private func withLockedStorageTakingStoppedHandler<Result>(_ body: (inout Storage) -> Result)
-        -> (Result, Handler?)
-    {
         self.lock.lock(owner: self)
-        defer { self.lock.unlock(owner: self) }
         let result = body(&self.storage)
-        return (result, self.storage.takeHandlerIfStopped())
+        let stopped = self.storage.takeHandlerIfStopped()
+        self.lock.unlock(owner: self)
+        withExtendedLifetime(stopped) {}
+        return result
     }
 
     /// A firing of `arming`: runs the handler if it is the current arming's.
