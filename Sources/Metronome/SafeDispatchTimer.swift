@@ -35,9 +35,10 @@
 /// ``resume()``. A handler that captures the timer's owner strongly therefore keeps the
 /// owner alive until the timer is cancelled, not for good.
 ///
-/// A backend that can arm no more (an engine that was shut down) refuses: scheduling
-/// returns `false` and does nothing; a reschedule or resume returns `false` and leaves the
-/// timer cancelled, since its previous arming is already gone.
+/// An engine's ``TimerEngine/shutdown()`` cancels the running timers it stops, which
+/// releases their handlers. A backend that can arm no more (an engine that was shut down)
+/// refuses: scheduling returns `false` and does nothing; a reschedule or resume returns
+/// `false` and leaves the timer cancelled, since its previous arming is already gone.
 public final class SafeDispatchTimer: Sendable {
     /// Where a timer is in its life.
     public enum State: Sendable, Hashable {

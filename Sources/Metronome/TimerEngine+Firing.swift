@@ -69,6 +69,10 @@ let deliverFiring: mtr_fire_fn = { context, raw in
     }
 }
 
+/// Tells the receiver its arming is gone before letting go of it: this may be the last
+/// reference.
 let releaseReceiver: mtr_release_fn = { context in
-    Unmanaged<FiringReceiver>.fromOpaque(context!).release()
+    let receiver = Unmanaged<FiringReceiver>.fromOpaque(context!)
+    receiver._withUnsafeGuaranteedRef { $0.released() }
+    receiver.release()
 }

@@ -1,6 +1,7 @@
 internal import CMetronome
 @preconcurrency import Dispatch
 import Glibc
+import Synchronization
 
 /// One firing thread and its timers: Metronome's timer engine.
 ///
@@ -139,6 +140,10 @@ public final class TimerEngine: Sendable {
     /// table per shard.
     let expirySets: [LockedBox<[ObjectIdentifier: ExpirySetReference]>]
 
+    /// Set by ``shutdown()`` before the engine stops, so a timer whose arming it drops can
+    /// tell that the engine stopped from a cancel of its own.
+    private let stopRequested = Atomic<Bool>(false)
+
     /// Starts an engine and its firing thread.
     ///
     /// - Parameter configuration: How the firing thread runs.
@@ -189,12 +194,20 @@ public final class TimerEngine: Sendable {
     }
 
     /// Stops the engine: disarms every timer, waits for a running handler, releases every
-    /// handler. Timers scheduled on it afterwards return `false`. Idempotent; safe from a
-    /// handler (it then returns at once and the teardown finishes when the handler returns).
+    /// handler. A running ``SafeDispatchTimer`` on it is then cancelled; a suspended one
+    /// stays suspended, and resuming it returns `false`. Timers scheduled on it afterwards
+    /// return `false`. Idempotent; safe from a handler (it then returns at once and the
+    /// teardown finishes when the handler returns).
     ///
     /// The corresponding C function is `mtr_engine_stop`.
     public func shutdown() {
+        self.stopRequested.store(true, ordering: .releasing)
         if let raw = self.raw { mtr_engine_stop(raw) }
+    }
+
+    /// Whether ``shutdown()`` was called.
+    var hasStopped: Bool {
+        self.stopRequested.load(ordering: .acquiring)
     }
 
     /// The engine's counters now.

@@ -185,6 +185,15 @@ struct TimerStateMachine {
         return self.cancel()
     }
 
+    /// The seam stopped for good (an engine shut down) and drops every arming itself: a
+    /// running timer is cancelled, with nothing left to disarm.
+    ///
+    /// A suspended timer holds no arming and stays suspended until its resume is refused;
+    /// an arming still being reserved then finds the timer overtaken, as by a cancel.
+    mutating func abandon() {
+        if case .running = self.state { self.state = .cancelled }
+    }
+
     /// The seam reserved `arming` for the arming action `generation`. Returns whether to
     /// start it: `false` means another transition overtook this one, and the owner disarms
     /// the arming instead.

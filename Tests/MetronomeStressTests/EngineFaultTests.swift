@@ -40,8 +40,9 @@ final class Counter: Sendable {
 @Suite(.serialized)
 struct EngineFaultTests {
     /// Shutdown with one timer mid-handler (blocked on a semaphore), one armed far ahead and
-    /// one suspended: it returns only after the handler returns, then every timer refuses to
-    /// arm and nothing fires; dropping the timers releases every handler context.
+    /// one suspended: it returns only after the handler returns, with the two running timers
+    /// cancelled and their handlers released; then every timer refuses to arm, nothing
+    /// fires, and the suspended timer's refused resume releases the last handler.
     @Test(.timeLimit(.minutes(2)))
     func shutdownWithTimersArmedSuspendedAndMidHandler() throws {
         let engine = try TimerEngine()
@@ -90,6 +91,11 @@ struct EngineFaultTests {
         release.signal()
         #expect(shutdownDone.wait(timeout: .now() + 5) == .success, "shutdown did not return after the handler")
 
+        // The running timers are cancelled and let go of their handlers; the suspended one
+        // keeps its handler until its resume is refused.
+        #expect([busy!, armed!, suspended!].map(\.state) == [.cancelled, .cancelled, .suspended])
+        #expect(contexts.count == 1, "\(contexts.count) handler contexts alive after shutdown")
+
         // Stopped: nothing armed, nothing fires, nothing arms again.
         #expect(engine.counters.armed == 0)
         let firedAtShutdown = busyFirings.count
@@ -97,6 +103,8 @@ struct EngineFaultTests {
         #expect(busyFirings.count == firedAtShutdown)
         #expect(otherFirings.count == 0)
         #expect(!suspended!.resume(), "resume armed a timer on a stopped engine")
+        #expect(suspended!.state == .cancelled)
+        #expect(contexts.count == 0, "\(contexts.count) handler contexts alive after a refused resume")
         for timer in [busy!, armed!, suspended!] {
             timer.cancel()
             #expect(!timer.schedule(deadline: .now()) { _ in }, "schedule armed a timer on a stopped engine")
@@ -110,7 +118,7 @@ struct EngineFaultTests {
     }
 
     /// Shutdown from a handler of the same engine returns at once; the engine stops when
-    /// that handler returns.
+    /// that handler returns, and cancels the other running timer.
     @Test(.timeLimit(.minutes(2)))
     func shutdownFromInsideAHandler() throws {
         let engine = try TimerEngine()
@@ -147,8 +155,12 @@ struct EngineFaultTests {
         usleep(50_000)
         #expect(other.count == 0, "a timer fired after the engine was shut down from a handler")
         #expect(!SafeDispatchTimer(backend: .engine(engine)).schedule(interval: 0.001) {})
+        // The fired one-shot is idle; the repeating bystander is cancelled by the stop. Both
+        // have let go of their handlers while still held.
+        #expect(timer!.state == .idle)
+        #expect(eventually { bystander!.state == .cancelled }, "a running timer outlived the stop")
+        #expect(eventually { contexts.count == 0 }, "\(contexts.count) handler contexts alive after shutdown")
         (timer, bystander) = (nil, nil)
-        #expect(eventually { contexts.count == 0 }, "\(contexts.count) handler contexts leaked")
     }
 
     /// With the process out of descriptors, creating an engine throws `EMFILE` (or `ENFILE`)

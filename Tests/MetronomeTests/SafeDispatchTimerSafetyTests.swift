@@ -382,8 +382,10 @@ struct SafeDispatchTimerSafetyTests {
             self.onDeinit()
         }
 
-        func start(after deadline: DispatchTime) {
-            let scheduled = self.timer.schedule(deadline: deadline) { tick in self.recorder?.record(tick) }
+        func start(after deadline: DispatchTime, repeating: DispatchTimeInterval = .never) {
+            let scheduled = self.timer.schedule(deadline: deadline, repeating: repeating) { tick in
+                self.recorder?.record(tick)
+            }
             precondition(scheduled, "an idle timer refused a schedule")
         }
     }
@@ -472,6 +474,35 @@ struct SafeDispatchTimerSafetyTests {
         harness.advance(by: .milliseconds(5))
         #expect(harness.wait(for: recorder, count: 1))
         #expect(harness.eventually { watch.owner == nil }, "a fired one-shot kept its handler")
+    }
+
+    /// A running timer whose engine shuts down can never fire again: it is cancelled and
+    /// lets go of its handler, so an owner its handler holds is freed by the shutdown —
+    /// one-shot, repeating, or moved by a reschedule to an arming of a new id. A suspended
+    /// timer holds no arming: it keeps its handler until its resume is refused.
+    @Test(.timeLimit(.minutes(1)))
+    func aShutdownCancelsRunningTimersAndLetsGoOfTheirHandlers() throws {
+        let engine = try TimerEngine()
+        let far = DispatchTime.now() + .seconds(3600)
+        var owners: [CycleOwner]? = (0..<4).map { _ in CycleOwner(SafeDispatchTimer(backend: .engine(engine))) }
+        owners![0].start(after: far)
+        owners![1].start(after: far, repeating: .seconds(1))
+        owners![2].start(after: far)
+        #expect(owners![2].timer.reschedule(deadline: far + .seconds(1), repeating: .never))
+        owners![3].start(after: far)
+        #expect(owners![3].timer.suspend())
+        let watches = owners!.map(WeakOwner.init)
+        let timers = owners!.map(\.timer)
+        owners = nil
+        #expect(watches.allSatisfy { $0.owner != nil }, "a scheduled timer let go of its handler")
+
+        engine.shutdown()
+        #expect(timers.map(\.state) == [.cancelled, .cancelled, .cancelled, .suspended])
+        let freed = watches.map { $0.owner == nil }
+        #expect(freed == [true, true, true, false], "owners freed by the shutdown: \(freed)")
+        #expect(!timers[3].resume(), "a suspended timer resumed on a stopped engine")
+        #expect(timers[3].state == .cancelled)
+        #expect(watches[3].owner == nil, "a refused resume kept the handler")
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
@@ -671,12 +702,11 @@ struct SafeDispatchTimerSafetyTests {
         #expect(!later.schedule(interval: 0.001, handler: recorder.untimedHandler))
         #expect(later.state == .idle)
 
-        // The timer armed before the shutdown does not know; it is still safe to use. The
-        // refused resume leaves it cancelled: its previous arming is gone.
-        #expect(armedBefore.suspend())
-        #expect(!armedBefore.resume())
+        // The timer armed before the shutdown was cancelled by it, and is still safe to use.
         #expect(armedBefore.state == .cancelled)
-        _ = armedBefore.cancel()
+        #expect(!armedBefore.suspend())
+        #expect(!armedBefore.resume())
+        #expect(!armedBefore.cancel())
         #expect(!armedBefore.schedule(deadline: harness.deadline(after: .milliseconds(1)), handler: recorder.handler))
         #expect(armedBefore.state == .cancelled)
         armedBefore.cancelAndWait()

@@ -52,7 +52,7 @@ enum StartState: String, CaseIterable, Hashable, Sendable {
 /// and its arming, "stale" ones no arming ever had.
 enum TableEvent: String, CaseIterable, Hashable, Sendable {
     case schedule, reschedule, suspend, resume, cancel
-    case firedCurrent, firedStale, armedCurrent, armedStale, refusedCurrent, refusedStale
+    case firedCurrent, firedStale, armedCurrent, armedStale, refusedCurrent, refusedStale, abandon
 
     func apply(to machine: inout TimerStateMachine) -> Effect {
         switch self {
@@ -67,6 +67,7 @@ enum TableEvent: String, CaseIterable, Hashable, Sendable {
         case .armedStale: .armed(start: machine.armed(generation: 0, arming: armingID(2)))
         case .refusedCurrent: .refused(stopped: machine.refused(generation: 1))
         case .refusedStale: .refused(stopped: machine.refused(generation: 0))
+        case .abandon: machine.abandonEffect()
         }
     }
 }
@@ -82,6 +83,16 @@ enum Effect: Equatable, Sendable {
     case armed(start: Bool)
     case refused(stopped: Bool)
     case keepSuspended, acknowledge, runHandler, ignore, reject
+    /// An event that asks nothing of the owner.
+    case nothing
+}
+
+extension TimerStateMachine {
+    /// ``abandon()`` as a table event.
+    fileprivate mutating func abandonEffect() -> Effect {
+        self.abandon()
+        return .nothing
+    }
 }
 
 extension TimerStateMachine.ScheduleAction {
@@ -150,7 +161,7 @@ private func unchanged(_ start: StartState, _ state: TimerStateMachine.State, ex
         .schedule: .reject, .reschedule: .reject, .suspend: .reject, .resume: .reject, .cancel: .reject,
         .firedCurrent: .ignore, .firedStale: .ignore, .armedCurrent: .armed(start: false),
         .armedStale: .armed(start: false), .refusedCurrent: .refused(stopped: false),
-        .refusedStale: .refused(stopped: false),
+        .refusedStale: .refused(stopped: false), .abandon: .nothing,
     ]
     return TableEvent.allCases.filter { !except.contains($0) }.map { .init(start, $0, unchangedEffect[$0]!, state) }
 }
@@ -169,10 +180,11 @@ private let transitions: [Transition] =
         .init(.arming, .cancel, .disarm(nil), .cancelled),
         .init(.arming, .armedCurrent, .armed(start: true), .running(oneShot, arming: armingID(2))),
         .init(.arming, .refusedCurrent, .refused(stopped: true), .idle),
+        .init(.arming, .abandon, .nothing, .cancelled),
     ]
     + unchanged(
         .arming, .running(oneShot, arming: nil),
-        except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent])
+        except: [.reschedule, .suspend, .cancel, .armedCurrent, .refusedCurrent, .abandon])
     + [
         .init(
             .runningOneShot, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)),
@@ -181,10 +193,11 @@ private let transitions: [Transition] =
         .init(.runningOneShot, .cancel, .disarm(armingID(1)), .cancelled),
         .init(.runningOneShot, .firedCurrent, .runHandler, .idle),
         .init(.runningOneShot, .refusedCurrent, .refused(stopped: true), .idle),
+        .init(.runningOneShot, .abandon, .nothing, .cancelled),
     ]
     + unchanged(
         .runningOneShot, .running(oneShot, arming: armingID(1)),
-        except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+        except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent, .abandon])
     + [
         .init(
             .runningRepeating, .reschedule, .arm(replacement, generation: 2, disarming: armingID(1)),
@@ -193,10 +206,11 @@ private let transitions: [Transition] =
         .init(.runningRepeating, .cancel, .disarm(armingID(1)), .cancelled),
         .init(.runningRepeating, .firedCurrent, .runHandler, .running(repeating, arming: armingID(1))),
         .init(.runningRepeating, .refusedCurrent, .refused(stopped: true), .idle),
+        .init(.runningRepeating, .abandon, .nothing, .cancelled),
     ]
     + unchanged(
         .runningRepeating, .running(repeating, arming: armingID(1)),
-        except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent])
+        except: [.reschedule, .suspend, .cancel, .firedCurrent, .refusedCurrent, .abandon])
     + [
         .init(.suspended, .reschedule, .keepSuspended, .suspended(replacement)),
         .init(
@@ -570,6 +584,7 @@ enum RandomEvent {
     case armed(generation: UInt64, arming: UInt64)
     case refused(generation: UInt64)
     case fired(arming: UInt64, scheduled: Int64)
+    case abandon
 }
 
 /// What the model predicts: an action without its schedule.
@@ -578,7 +593,7 @@ enum Outcome: Equatable {
     case disarm(UInt64?)
     case armed(start: Bool)
     case refused(stopped: Bool)
-    case keepSuspended, acknowledge, runHandler, ignore, reject
+    case keepSuspended, acknowledge, runHandler, ignore, reject, nothing
 
     init(_ effect: Effect) {
         switch effect {
@@ -591,6 +606,7 @@ enum Outcome: Equatable {
         case .runHandler: self = .runHandler
         case .ignore: self = .ignore
         case .reject: self = .reject
+        case .nothing: self = .nothing
         }
     }
 }
@@ -642,6 +658,11 @@ struct ReferenceModel {
             return .runHandler
         case (.fired, _):
             return .ignore
+        case (.abandon, .running):
+            self.phase = .cancelled
+            return .nothing
+        case (.abandon, _):
+            return .nothing
         case (.schedule, _), (.reschedule, _), (.suspend, _), (.resume, _), (.cancel, _):
             return .reject
         }
@@ -665,6 +686,7 @@ extension TimerStateMachine {
         case .armed(let generation, let arming): .armed(start: self.armed(generation: generation, arming: arming))
         case .refused(let generation): .refused(stopped: self.refused(generation: generation))
         case .fired(let arming, let scheduled): self.fired(arming: arming, scheduled: scheduled).effect
+        case .abandon: self.abandonEffect()
         }
     }
 }
@@ -690,7 +712,12 @@ extension SeededGenerator {
         case 3: return .resume(now: Int64.random(in: 0...20_000, using: &self))
         case 4: return .cancel
         case 5: return .armed(generation: generation, arming: generation)
-        case 6: return Int.random(in: 0..<4, using: &self) == 0 ? .refused(generation: generation) : .cancel
+        case 6:
+            switch Int.random(in: 0..<8, using: &self) {
+            case 0, 1: return .refused(generation: generation)
+            case 2: return .abandon
+            default: return .cancel
+            }
         default: return .fired(arming: generation, scheduled: Int64.random(in: 0...20_000, using: &self))
         }
     }

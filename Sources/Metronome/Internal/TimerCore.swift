@@ -300,6 +300,14 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
+    /// An arming dropped by a seam that stopped for good is one that never fires again: a
+    /// running timer is then cancelled and lets go of its handler, as a cancel would. Any
+    /// other release is of an arming this timer disarmed itself.
+    override func released() {
+        guard self.firing.hasStopped else { return }
+        self.withLockedStorage { $0.machine.abandon() }
+    }
+
     /// Runs `body` under the lock. A handler the timer no longer needs (see
     /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
     /// back into this timer.

@@ -34,6 +34,9 @@ protocol TimerFiring: AnyObject, Sendable {
     ///   disarms it and arms anew.
     /// - Throws: Why the seam refused; the arming keeps its old schedule.
     func move(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) -> UInt64?
+
+    /// Whether this seam has stopped for good: it drops every arming and refuses new ones.
+    var hasStopped: Bool { get }
 }
 
 extension TimerFiring {
@@ -44,6 +47,8 @@ extension TimerFiring {
     func move(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) -> UInt64? {
         nil
     }
+
+    var hasStopped: Bool { false }
 }
 
 /// Where a seam delivers firings: one object per timer.
@@ -64,4 +69,7 @@ class FiringReceiver: @unchecked Sendable {
     func receive(_ tick: Tick, from arming: UInt64) {
         preconditionFailure("a FiringReceiver subclass receives firings")
     }
+
+    /// The seam let go of one of this receiver's armings, with none of its locks held.
+    func released() {}
 }
