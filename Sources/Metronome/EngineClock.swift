@@ -1,3 +1,5 @@
+import Glibc
+
 /// A `Clock` whose sleeps are timers on a ``TimerEngine`` (or any other backend).
 ///
 /// `EngineClock` lets `async` code sleep with the engine's precision: each
@@ -83,7 +85,8 @@ public struct EngineClock: Clock, Sendable {
     /// - Throws: `CancellationError` if the task is cancelled before or during the sleep (the
     ///   timer is then disarmed before this returns); the ``TimerError`` with which the
     ///   backend refused to arm the timer: `ESHUTDOWN` for an engine that was shut down,
-    ///   `ENOMEM` when memory ran out.
+    ///   `ENOMEM` when memory ran out; `ESHUTDOWN` (from `mtr_engine_stop`) when the engine
+    ///   shuts down during the sleep.
     public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
         if deadline <= self.now { return }
@@ -96,14 +99,22 @@ public struct EngineClock: Clock, Sendable {
                     continuation.resume(throwing: CancellationError())
                     return
                 }
-                do {
-                    // `false` only when closed by a cancellation that came first, which has
-                    // ended the sleep already.
-                    _ = try timer.scheduleReportingRefusal(at: deadline, leeway: leeway) { _ in
-                        sleep.finish(with: nil)
+                // A sleep that neither fired nor was cancelled when the timer lets go of its
+                // handler was stopped by its engine's shutdown: it ends then, not never.
+                let stopped = OnRelease {
+                    sleep.finish(with: TimerError(code: ESHUTDOWN, operation: "mtr_engine_stop"))
+                }
+                // Held until a refusal has ended the sleep with the backend's own error.
+                withExtendedLifetime(stopped) {
+                    do {
+                        // `false` only when closed by a cancellation that came first, which
+                        // has ended the sleep already.
+                        _ = try timer.scheduleReportingRefusal(at: deadline, leeway: leeway) { _ in
+                            withExtendedLifetime(stopped) { sleep.finish(with: nil) }
+                        }
+                    } catch {
+                        sleep.finish(with: error)
                     }
-                } catch {
-                    sleep.finish(with: error)
                 }
             }
         } onCancel: {

@@ -164,7 +164,8 @@ public final class TimerScheduler: Sendable {
     ///   - repeating: The period of a repeating timer, or `nil` for a one-shot.
     /// - Returns: The timer's id. When the timer cannot be armed (a non-positive period, a
     ///   delay or period too long for `Int64` nanoseconds, an engine that was shut down) a
-    ///   ``Event/cancelled(_:)`` for it follows at once.
+    ///   ``Event/cancelled(_:)`` for it follows at once; one also follows when its engine
+    ///   shuts down before it finishes.
     @discardableResult
     public func schedule(after delay: Duration, repeating: Duration? = nil) -> TimerID {
         let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: .monotonic)
@@ -175,8 +176,11 @@ public final class TimerScheduler: Sendable {
             state.timers[id] = Entry(timer: timer, repeating: repeating != nil)
             return id
         }
+        // The timer lets go of its handler when it stops: by a firing or cancel that
+        // already settled the entry, or by its engine's shutdown, which cancels it here.
+        let stopped = OnRelease { [weak self] in self?.cancel(id) }
         let armed = timer.schedule(after: max(delay, .zero), every: repeating) { [weak self] _ in
-            self?.fired(id)
+            withExtendedLifetime(stopped) { self?.fired(id) }
         }
         // Refused by the backend, or closed by a cancel that came first and already
         // reported it (the entry is then gone, and this does nothing).

@@ -59,7 +59,8 @@ extension SafeDispatchTimer.Backend {
 ///
 /// Made by ``SafeDispatchTimer/Backend/ticks(every:leeway:clock:)`` or
 /// ``TimerEngine/ticks(every:leeway:clock:)``. Every iterator has its own timer,
-/// armed when the iterator is made and disarmed when iteration ends.
+/// armed when the iterator is made and disarmed when iteration ends. The sequence finishes
+/// when its engine shuts down, or was shut down before it started.
 ///
 /// As everywhere, ``Tick/missed`` counts the periods skipped *before* a tick, since the
 /// previous tick the consumer received: `tick.sequence == previous.sequence + tick.missed + 1`
@@ -161,11 +162,16 @@ final class TickStorage: Sendable {
 
     func start(interval: Duration, leeway: Duration) {
         // A non-positive interval is refused here, which finishes the sequence.
+        // The timer lets go of its handler when it stops: by `finish`, or by its engine's
+        // shutdown, which must finish the sequence rather than leave its consumer waiting.
+        let stopped = OnRelease { [weak self] in self?.finish() }
         let armed = self.timer.schedule(after: interval, every: interval, leeway: max(leeway, .zero)) {
             [weak self] tick in
             // Resume after the strong reference is gone, so that a consumer who breaks out
             // at once releases the last reference itself and disarms synchronously.
-            if let (waiter, tick) = self?.take(tick) { waiter.resume(returning: tick) }
+            if let (waiter, tick) = withExtendedLifetime(stopped, { self?.take(tick) }) {
+                waiter.resume(returning: tick)
+            }
         }
         if !armed { self.finish() }
     }

@@ -110,4 +110,22 @@ struct EngineClockTests {
         #expect(error?.code == ESHUTDOWN)
         #expect(error?.operation == "mtr_timer_create")
     }
+
+    /// A sleep under way when its engine shuts down can never be ended by its timer: it
+    /// throws `ESHUTDOWN` at the shutdown instead of suspending its task for good.
+    @Test(.timeLimit(.minutes(1)))
+    func aShutdownEndsTheSleepsOnItsEngine() async throws {
+        let engine = try makeEngine()
+        let clock = EngineClock(engine: engine)
+        let sleeps = (0..<3).map { index in
+            Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(3600 + index))) }
+        }
+        #expect(await eventually { engine.counters.armed == 3 })
+        engine.shutdown()
+        for sleep in sleeps {
+            let error = await #expect(throws: TimerError.self) { try await sleep.value }
+            #expect(error?.code == ESHUTDOWN)
+            #expect(error?.operation == "mtr_engine_stop")
+        }
+    }
 }

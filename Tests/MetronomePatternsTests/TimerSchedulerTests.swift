@@ -132,6 +132,31 @@ struct TimerSchedulerTests {
         #expect(self.engine.counters.armed == 0)
     }
 
+    /// Timers still active when their engine shuts down are cancelled by it, each with one
+    /// `.cancelled` event, and leave ``TimerScheduler/activeTimers``.
+    @Test(.timeLimit(.minutes(1)))
+    func aShutdownCancelsTheActiveTimers() async throws {
+        let engine = try makeEngine()
+        let scheduler = TimerScheduler(engine: engine)
+        var events = scheduler.events.makeAsyncIterator()
+        let fired = scheduler.schedule(after: .zero)
+        #expect(await events.next() == .executed(fired, willRepeat: false))
+        let active = [
+            scheduler.schedule(after: .seconds(3600)),
+            scheduler.schedule(after: .seconds(3600), repeating: .seconds(1)),
+        ]
+        #expect(scheduler.activeTimers == Set(active))
+        engine.shutdown()
+        #expect(scheduler.activeTimers.isEmpty)
+        var cancelled: [TimerScheduler.TimerID] = []
+        for _ in active {
+            guard case .cancelled(let id)? = await events.next() else { break }
+            cancelled.append(id)
+        }
+        #expect(cancelled.sorted() == active)
+        #expect(!scheduler.cancel(active[0]), "a timer cancelled by the shutdown was active")
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func delegateIsHeldWeaklyAndEventsUseTheGivenQueue() async throws {
         let queue = DispatchQueue(label: "delivery")

@@ -82,6 +82,26 @@ struct TimerTicksTests {
         #expect(await eventually(timeout: .seconds(1)) { self.engine.counters.armed == 0 })
     }
 
+    /// A sequence whose engine shuts down while it is iterated finishes, whether its
+    /// consumer is waiting for a tick or not.
+    @Test(.timeLimit(.minutes(1)))
+    func aShutdownFinishesTheSequencesOnItsEngine() async throws {
+        let engine = try makeEngine()
+        let waiting = Task {
+            var count = 0
+            for await _ in engine.ticks(every: .seconds(3600)) { count += 1 }
+            return count
+        }
+        let consumed = Recorder<Tick>()
+        let busy = Task {
+            for await tick in engine.ticks(every: .milliseconds(1)) { consumed.append(tick) }
+        }
+        #expect(await eventually { consumed.count >= 3 && engine.counters.armed == 2 })
+        engine.shutdown()
+        #expect(await waiting.value == 0)
+        await busy.value
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func invalidIntervalOrStoppedEngineGivesEmptySequence() async throws {
         var count = 0
