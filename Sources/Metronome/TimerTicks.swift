@@ -161,10 +161,10 @@ final class TickStorage: Sendable {
     }
 
     func start(interval: Duration, leeway: Duration) {
-        // A non-positive interval is refused here, which finishes the sequence.
         // The timer lets go of its handler when it stops: by `finish`, or by its engine's
         // shutdown, which must finish the sequence rather than leave its consumer waiting.
         let stopped = OnRelease { [weak self] in self?.finish() }
+        // A non-positive interval is refused here, which finishes the sequence.
         let armed = self.timer.schedule(after: interval, every: interval, leeway: max(leeway, .zero)) {
             [weak self] tick in
             // Resume after the strong reference is gone, so that a consumer who breaks out
