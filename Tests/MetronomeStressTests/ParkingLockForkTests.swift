@@ -34,7 +34,9 @@ struct ParkingLockForkTests {
     }
 
     /// Forks thirty children while four threads keep parking on a few locks, so that the
-    /// parking places' mutexes and condition variables are in use at the fork. Each child
+    /// parking places' mutexes and condition variables are in use at the fork, and the
+    /// first fork may meet the process's first park, which must not leave the child waiting
+    /// on the places' setup. Each child
     /// parks a waiter behind each of 128 locks held for a millisecond, which spreads over
     /// the places, and releases it; a child that hangs for 10 s is killed.
     @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(1)))

@@ -24,6 +24,8 @@
 
 #include <stdint.h>
 
+#include "mtr_parking.h" /* the Swift layer's lock parking */
+
 #pragma clang assume_nonnull begin
 
 typedef struct mtr_engine mtr_engine;

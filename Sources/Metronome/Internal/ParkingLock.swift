@@ -1,3 +1,4 @@
+internal import CMetronome
 import Glibc
 import Synchronization
 
@@ -69,67 +70,34 @@ struct ParkingLock: ~Copyable, Sendable {
     }
 }
 
-/// Where threads wait for a ``ParkingLock``: a fixed table of mutexes and condition
-/// variables, shared by all locks, that never moves or shrinks.
+/// Where threads wait for a ``ParkingLock``: the C core's fixed table of mutexes and
+/// condition variables (`mtr_parking.h`), shared by all locks. Static storage there, not a
+/// lazily built global here: a fork while the first waiter built it would leave the child
+/// waiting on the build for good.
 private enum LockParking {
-    private struct Place {
-        var mutex = pthread_mutex_t()
-        var condition = pthread_cond_t()
-    }
-
-    /// A power of two. Locks that share a place only wake each other needlessly.
-    private static let count = 64
-
-    // Unsafe only to the checker: a place is touched only through its own mutex's calls.
-    nonisolated(unsafe) private static let places: UnsafeMutablePointer<Place> = {
-        let places = UnsafeMutablePointer<Place>.allocate(capacity: count)
-        for index in 0..<count {
-            places.advanced(by: index).initialize(to: Place())
-            pthread_mutex_init(&places[index].mutex, nil)
-            pthread_cond_init(&places[index].condition, nil)
-        }
-        // A child of fork() must not inherit a place's mutex taken by a thread it lacks,
-        // nor waiters recorded in a condition variable.
-        pthread_atfork(
-            { LockParking.forEachPlace { pthread_mutex_lock(&$0.pointee.mutex) } },
-            { LockParking.forEachPlace { pthread_mutex_unlock(&$0.pointee.mutex) } },
-            {
-                LockParking.forEachPlace {
-                    pthread_cond_init(&$0.pointee.condition, nil)
-                    pthread_mutex_unlock(&$0.pointee.mutex)
-                }
-            }
-        )
-        return places
-    }()
-
-    private static func forEachPlace(_ body: (UnsafeMutablePointer<Place>) -> Void) {
-        for index in 0..<count { body(places.advanced(by: index)) }
-    }
-
-    private static func place(of owner: AnyObject) -> UnsafeMutablePointer<Place> {
+    private static func place(of owner: AnyObject) -> UInt32 {
         // Fibonacci hashing of the address: objects are 16-byte aligned, so its low bits
         // carry nothing.
         let address = UInt(bitPattern: ObjectIdentifier(owner))
-        let index = (address &* 0x9E37_79B9_7F4A_7C15) >> (UInt.bitWidth - count.trailingZeroBitCount)
-        return places.advanced(by: Int(index))
+        let bits = UInt32(MTR_PARKING_PLACES).trailingZeroBitCount
+        return UInt32(truncatingIfNeeded: (address &* 0x9E37_79B9_7F4A_7C15) >> (UInt.bitWidth - bits))
     }
 
     /// Waits at `owner`'s place if `shouldWait`, asked under the place's mutex, says so.
     /// Returns after a wake-up, spurious or not; the caller looks at its lock again.
     static func park(owner: AnyObject, if shouldWait: () -> Bool) {
         let place = self.place(of: owner)
-        pthread_mutex_lock(&place.pointee.mutex)
-        if shouldWait() { pthread_cond_wait(&place.pointee.condition, &place.pointee.mutex) }
-        pthread_mutex_unlock(&place.pointee.mutex)
+        mtr_parking_lock(place)
+        if shouldWait() { mtr_parking_wait(place) }
+        mtr_parking_unlock(place)
     }
 
     /// Runs `release` under `owner`'s place's mutex and wakes every thread parked there.
     static func unparkAll(owner: AnyObject, after release: () -> Void) {
         let place = self.place(of: owner)
-        pthread_mutex_lock(&place.pointee.mutex)
+        mtr_parking_lock(place)
         release()
-        pthread_cond_broadcast(&place.pointee.condition)
-        pthread_mutex_unlock(&place.pointee.mutex)
+        mtr_parking_wake_all(place)
+        mtr_parking_unlock(place)
     }
 }
