@@ -128,4 +128,24 @@ struct EngineClockTests {
             #expect(error?.operation == "mtr_engine_stop")
         }
     }
+
+    /// Sleeps that start while their engine shuts down on another thread all end: refused
+    /// before the stop, or ended by it. None is left waiting.
+    @Test(.timeLimit(.minutes(1)))
+    func sleepsRacingAShutdownAllEnd() async throws {
+        // The shutdown comes 0 to 1.9 ms after the sleeps are started.
+        for round in 0..<20 {
+            let engine = try makeEngine()
+            let clock = EngineClock(engine: engine)
+            let sleeps = (0..<50).map { _ in
+                Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(3600))) }
+            }
+            usleep(UInt32(round * 100))
+            engine.shutdown()
+            for sleep in sleeps {
+                let error = await #expect(throws: TimerError.self) { try await sleep.value }
+                #expect(error?.code == ESHUTDOWN)
+            }
+        }
+    }
 }

@@ -157,6 +157,32 @@ struct TimerSchedulerTests {
         #expect(!scheduler.cancel(active[0]), "a timer cancelled by the shutdown was active")
     }
 
+    /// Timers scheduled from three threads while a fourth shuts the engine down: each
+    /// gets exactly one `.cancelled` event, whether refused or stopped, and none stays
+    /// active.
+    @Test(.timeLimit(.minutes(1)))
+    func schedulesRacingAShutdownAreEachCancelledOnce() async throws {
+        let engine = try makeEngine()
+        let scheduler = TimerScheduler(engine: engine)
+        let scheduled = Recorder<TimerScheduler.TimerID>()
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            guard worker > 0 else {
+                usleep(500)
+                engine.shutdown()
+                return
+            }
+            for _ in 0..<500 { scheduled.append(scheduler.schedule(after: .seconds(3600))) }
+        }
+        #expect(scheduler.activeTimers.isEmpty)
+        var events = scheduler.events.makeAsyncIterator()
+        var cancelled: [TimerScheduler.TimerID] = []
+        for _ in 0..<scheduled.count {
+            guard case .cancelled(let id)? = await events.next() else { break }
+            cancelled.append(id)
+        }
+        #expect(cancelled.sorted() == scheduled.entries.sorted())
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func delegateIsHeldWeaklyAndEventsUseTheGivenQueue() async throws {
         let queue = DispatchQueue(label: "delivery")
