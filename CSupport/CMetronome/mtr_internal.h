@@ -34,10 +34,10 @@ struct event_base;
  * One timer: 48 bytes. A free slot reuses heap_slot as the free-list link;
  * generation is odd while the slot is allocated and even while free, so a
  * stale id never matches. A slot whose generation would wrap is retired
- * instead of reused (mtr_timer.c).
+ * instead of reused (mtr_slots.c).
  *
  * due_ns is the timer's key. A reschedule to a later key records it here
- * and leaves the heap entry where it is (mtr_timer.c): the entry's key then
+ * and leaves the heap entry where it is (mtr_queue.c): the entry's key then
  * lags, due_ns differs from it, and whoever meets the entry first at the
  * heap top or in a batch take gives it the recorded key (mtr_entry_rekey_).
  * Every arm sets sequence to 0, so while the key lags its room holds the
@@ -89,12 +89,13 @@ struct mtr_heap_entry {
 
 /* Whether @a fires before @b: by key, then by arm order. */
 static inline bool
-mtr_entry_before_(const struct mtr_heap_entry *a, const struct mtr_heap_entry *b)
+mtr_entry_before_(const struct mtr_heap_entry *a,
+    const struct mtr_heap_entry *b)
 {
 	if (a->due_ns != b->due_ns)
 		return a->due_ns < b->due_ns;
 	/* Wrapping comparison: right while every armed order lies within
-	 * 2^31 of the next, which renumbering keeps true (mtr_timer.c). */
+	 * 2^31 of the next, which renumbering keeps true (mtr_queue.c). */
 	return (int32_t)(a->order - b->order) < 0;
 }
 
@@ -148,7 +149,7 @@ struct mtr_clock_state {
  * An engine has one, or MTR_SHARDS_MAX at most (mtr_engine_config.shards);
  * each timer lives in one, named by its id, and every timer operation
  * takes only that shard's lock. The one firing thread serves every shard,
- * each wake-up all of them (mtr_engine.c).
+ * each wake-up all of them (mtr_fire.c).
  * Aligned so that two shards' locks never share a cache line.
  */
 struct mtr_shard {
@@ -323,10 +324,26 @@ mtr_slot_index_(uint32_t slot)
  * window still serve coalescing. */
 #define MTR_WAKE_MARGIN_MAX_NS 1000000
 
-/* mtr_engine.c */
+/* mtr_fire.c: the firing thread's callback for a clock's timerfd. */
+void mtr_fire_on_timerfd_(int fd, short what, void *arg);
+
+/* mtr_teardown.c */
 void mtr_engine_drop_timers_(mtr_engine *engine);
+void mtr_engine_hold_(mtr_engine *engine);
 bool mtr_engine_release_hold_(mtr_engine *engine);
 void mtr_engine_free_(mtr_engine *engine);
+
+/* Releases a context with the shard's lock dropped: a release may call the
+ * engine. */
+static inline void
+mtr_shard_release_locked_(struct mtr_shard *shard, void *context)
+{
+	if (shard->engine->config.on_release == NULL)
+		return;
+	pthread_mutex_unlock(&shard->lock);
+	shard->engine->config.on_release(context);
+	pthread_mutex_lock(&shard->lock);
+}
 
 /* Ends a spin on @clock: its set changed, so the spun-for timer may be gone
  * or an earlier one may have come. */
@@ -356,9 +373,15 @@ void mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock);
 void mtr_queue_set_fd_locked_(struct mtr_clock_state *state,
     int64_t target_ns);
 
-/* mtr_timer.c */
-void mtr_timer_array_free_(struct mtr_shard *shard);
-size_t mtr_timer_array_bytes_(const struct mtr_shard *shard);
+/* mtr_slots.c: a shard's timer array, with its lock held (but free). */
+struct mtr_timer *mtr_slots_lookup_locked_(struct mtr_shard *shard,
+    uint32_t slot, mtr_timer_id id);
+int mtr_slots_take_locked_(struct mtr_shard *shard, void *context,
+    mtr_timer_id *out_id);
+void mtr_slots_give_back_locked_(struct mtr_shard *shard, uint32_t index);
+void mtr_slots_age_locked_(struct mtr_shard *shard, uint32_t reuses);
+void mtr_slots_free_(struct mtr_shard *shard);
+size_t mtr_slots_bytes_(const struct mtr_shard *shard);
 
 /* mtr_fork.c: the registry that fork() handlers walk. */
 void mtr_fork_register_(mtr_engine *engine);

@@ -2,7 +2,7 @@
  * The queues of one shard: for each clock, its armed timers (the timer
  * set) and its timerfd, kept at their earliest wake-up; and the arm order
  * its clocks share. Timer operations (mtr_timer.c) and the firing loop
- * (mtr_engine.c) both arm through here, and this file calls only downward:
+ * (mtr_fire.c) both arm through here, and this file calls only downward:
  * into the timer set, the batch and the kernel.
  *
  * Arm order is renumbered, keeping its sequence, before it spans 2^31, so

@@ -8,126 +8,11 @@
  * callback can start: the only callback that may still run is one already
  * committed (and cancel_sync waits for that one). Ids carry the slot's
  * generation, so an id used after destroy is refused instead of touching a
- * reused slot.
- *
- * Nothing here wraps within a process's life. A slot that has spent its
- * 2^31 generations is retired, never reused (48 bytes, after 2^31 reuses);
- * arm order is renumbered before it wraps (mtr_queue.c).
- *
- * Memory follows the load: the timer array gives back its free tail when
- * no more than a quarter of it is in use (mtr_timer_shrink_locked_), and
- * each heap halves when a quarter full (mtr_timerset.c).
+ * reused slot (mtr_slots.c).
  */
 #include "mtr_internal.h"
 
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define MTR_TIMERS_MIN 64
-
-/* The timer an id names in its shard, or NULL when the id is stale or
- * never existed. */
-static struct mtr_timer *
-mtr_timer_lookup_locked_(struct mtr_shard *shard, uint32_t slot,
-    mtr_timer_id id)
-{
-	uint32_t generation = (uint32_t)(id >> 32);
-
-	if (slot >= shard->timer_high_water || (generation & 1) == 0)
-		return NULL;
-	struct mtr_timer *timer = &shard->timers[slot];
-	return timer->generation == generation ? timer : NULL;
-}
-
-static int
-mtr_timer_resize_locked_(struct mtr_shard *shard, uint32_t capacity)
-{
-	struct mtr_timer *timers = realloc(shard->timers,
-	    (size_t)capacity * sizeof(*timers));
-	if (timers == NULL)
-		return ENOMEM;
-	mtr_advise_huge_(timers, (size_t)capacity * sizeof(*timers));
-	shard->timers = timers;
-	shard->timer_capacity = capacity;
-	return 0;
-}
-
-static int
-mtr_timer_grow_locked_(struct mtr_shard *shard)
-{
-	if (shard->timer_capacity == shard->max_timers)
-		return ENOMEM;
-	uint32_t capacity = shard->timer_capacity ?
-	    shard->timer_capacity * 2 : MTR_TIMERS_MIN;
-	if (capacity > shard->max_timers)
-		capacity = shard->max_timers;
-	return mtr_timer_resize_locked_(shard, capacity);
-}
-
-/*
- * Gives back the array's free tail once three quarters of it are unused.
- * The free list is rebuilt in ascending order on the way, so new timers
- * fill the low slots and the tail keeps draining: a check that could not
- * shrink (a live timer high up) is likely to succeed at the next one.
- * Dropped slots raise generation_floor above every id they ever had, so
- * when the array grows back over them no stale id matches. A check costs
- * O(capacity) and comes each time the live count halves (shrink_check_at),
- * so a peak that drains costs O(log peak) per destroy at worst.
- */
-static void
-mtr_timer_shrink_locked_(struct mtr_shard *shard)
-{
-	uint32_t capacity = shard->timer_capacity;
-	/* A batch being fired still reads the slots of its entries. */
-	if (shard->counters.timers > capacity / 4 ||
-	    capacity <= MTR_TIMERS_MIN || shard->batch.entries != NULL)
-		return;
-	/* Up to the last slot in use, or retired: a retired slot must keep
-	 * its place, as every generation it could start again from is taken. */
-	uint32_t keep = shard->timer_high_water;
-	while (keep > 0 && (shard->timers[keep - 1].generation & 1) == 0 &&
-	    shard->timers[keep - 1].generation != 0)
-		keep--;
-	/* The dropped slots are free, so their generation is past every id
-	 * they handed out. */
-	for (uint32_t i = keep; i < shard->timer_high_water; i++) {
-		if (shard->timers[i].generation > shard->generation_floor)
-			shard->generation_floor = shard->timers[i].generation;
-	}
-	shard->timer_high_water = keep;
-	shard->free_head = MTR_NOT_ARMED;
-	for (uint32_t i = keep; i-- > 0;) {
-		struct mtr_timer *timer = &shard->timers[i];
-		/* Retired slots (generation spent) stay out of the list. */
-		if ((timer->generation & 1) == 0 && timer->generation != 0) {
-			timer->heap_slot = shard->free_head;
-			shard->free_head = i;
-		}
-	}
-	uint32_t target = capacity;
-	while (target / 2 >= keep && target / 2 >= MTR_TIMERS_MIN &&
-	    target / 2 >= shard->counters.timers * 2)
-		target /= 2;
-	if (target < capacity)
-		(void)mtr_timer_resize_locked_(shard, target);
-}
-
-void
-mtr_timer_array_free_(struct mtr_shard *shard)
-{
-	free(shard->timers);
-	shard->timers = NULL;
-	shard->timer_capacity = 0;
-	shard->timer_high_water = 0;
-	shard->free_head = MTR_NOT_ARMED;
-}
-
-size_t
-mtr_timer_array_bytes_(const struct mtr_shard *shard)
-{
-	return (size_t)shard->timer_capacity * sizeof(*shard->timers);
-}
 
 /*
  * The shard a thread creates its timers in: threads take tickets in turn
@@ -153,36 +38,10 @@ int
 mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 {
 	struct mtr_shard *shard = mtr_timer_home_shard_(engine);
-	uint32_t index;
-	int rc = 0;
 
 	pthread_mutex_lock(&shard->lock);
-	if (shard->stopping) {
-		rc = ESHUTDOWN;
-	} else if (shard->free_head != MTR_NOT_ARMED) {
-		index = shard->free_head;
-		shard->free_head = shard->timers[index].heap_slot;
-	} else if (shard->timer_high_water < shard->timer_capacity ||
-	    (rc = mtr_timer_grow_locked_(shard)) == 0) {
-		index = shard->timer_high_water++;
-		shard->timers[index].generation = shard->generation_floor;
-	}
-	if (rc == 0) {
-		struct mtr_timer *timer = &shard->timers[index];
-		timer->generation++; /* now odd: allocated */
-		timer->context = context;
-		timer->heap_slot = MTR_NOT_ARMED;
-		timer->deadline_ns = 0;
-		timer->period_ns = 0;
-		timer->sequence = 0;
-		shard->counters.timers++;
-		if (shard->counters.timers >
-		    2 * (uint64_t)shard->shrink_check_at)
-			shard->shrink_check_at =
-			    (uint32_t)(shard->counters.timers / 2);
-		*out_timer = mtr_timer_id_make_(shard, index,
-		    timer->generation);
-	}
+	int rc = shard->stopping ? ESHUTDOWN :
+	    mtr_slots_take_locked_(shard, context, out_timer);
 	pthread_mutex_unlock(&shard->lock);
 	return rc;
 }
@@ -233,7 +92,7 @@ mtr_timer_lock_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
 	if (shard == NULL)
 		return NULL;
 	pthread_mutex_lock(&shard->lock);
-	*out_timer = mtr_timer_lookup_locked_(shard, *slot, id);
+	*out_timer = mtr_slots_lookup_locked_(shard, *slot, id);
 	if (*out_timer == NULL) {
 		pthread_mutex_unlock(&shard->lock);
 		return NULL;
@@ -351,7 +210,7 @@ mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 	 * firing one, may be the last to let go and free it. */
 	if (shard->running == id &&
 	    !pthread_equal(pthread_self(), engine->thread)) {
-		atomic_fetch_add(&engine->holds, 1);
+		mtr_engine_hold_(engine);
 		shard->sync_waiters++;
 		while (shard->running == id)
 			pthread_cond_wait(&shard->callback_done, &shard->lock);
@@ -384,19 +243,7 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 		release = timer->context;
 		must_release = true;
 	}
-	timer->context = NULL;
-	/* Now even: free. At 0 the generations are spent and the slot is
-	 * retired: reused, it would bring back the ids of its first life. */
-	if (++timer->generation != 0) {
-		timer->heap_slot = shard->free_head;
-		shard->free_head = slot;
-	}
-	shard->counters.timers--;
-	if (shard->counters.timers <= shard->shrink_check_at &&
-	    !shard->stopping) {
-		mtr_timer_shrink_locked_(shard);
-		shard->shrink_check_at = (uint32_t)(shard->counters.timers / 2);
-	}
+	mtr_slots_give_back_locked_(shard, slot);
 	pthread_mutex_unlock(&shard->lock);
 	if (must_release && engine->config.on_release != NULL)
 		engine->config.on_release(release);
@@ -420,15 +267,7 @@ mtr_shard_age_locked_(struct mtr_shard *shard, uint64_t arms, uint32_t reuses)
 			arms--;
 		}
 	}
-	/* A free slot ages up to its last generation, never past it. */
-	for (uint32_t i = 0; i < shard->timer_high_water; i++) {
-		struct mtr_timer *timer = &shard->timers[i];
-		if ((timer->generation & 1) != 0 || timer->generation == 0)
-			continue;
-		uint64_t aged = (uint64_t)timer->generation + 2 * (uint64_t)reuses;
-		timer->generation = aged < UINT32_MAX ? (uint32_t)aged :
-		    UINT32_MAX - 1;
-	}
+	mtr_slots_age_locked_(shard, reuses);
 }
 
 /* Ages every shard alike. */

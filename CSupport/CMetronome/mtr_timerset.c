@@ -28,7 +28,7 @@
  * every request then cost one sift per timeout that surfaces, not one per
  * request.
  *
- * Coalescing (the rule lives here and in the firing loop, mtr_engine.c):
+ * Coalescing (the rule lives here and in the firing loop, mtr_fire.c):
  * the timerfd is armed at the smallest key (less a wake-up margin, see
  * mtr_queue_wake_target_), and each wake-up pops in key order
  * while the top's window has opened. For a fixed set of windows, each

@@ -1,6 +1,6 @@
 // A reschedule to a later deadline leaves the timer's heap entry at its old key and
 // records the new one; the entry is re-keyed when the old key reaches the heap top or a
-// batch take (mtr_timer.c, mtr_timerset.c, mtr_batch.c). These tests push timers later
+// batch take (mtr_queue.c, mtr_timerset.c, mtr_batch.c). These tests push timers later
 // while their old keys come due, and check what the eager path guaranteed: never early,
 // never lost, once per schedule, equal deadlines in arm order, nothing after a cancel.
 import CMetronome
