@@ -118,17 +118,23 @@ public final class TimerEngine: Sendable {
     /// The engine every timer uses unless told otherwise, created on first use.
     ///
     /// Should it fail to start (no descriptors left), timers on it refuse to schedule. In a
-    /// forked child it is a new engine, created on first use there.
+    /// forked child it is a new engine, created on first use there, also in a child forked
+    /// while another thread was creating the parent's.
     public static var shared: TimerEngine {
-        Self.sharedEngine.withLockedValue { engine in
-            if let engine, !engine.isInherited { return engine }
-            let fresh = TimerEngine(orUnavailable: Configuration())
-            engine = fresh
-            return fresh
+        // The slot and its lock are the C core's: a fork waits while the engine is made,
+        // where a lock of ours, held across a fork, would stay held in the child for good.
+        let stored = mtr_shared_lock().map { Unmanaged<TimerEngine>.fromOpaque($0).takeUnretainedValue() }
+        if let stored, !stored.isInherited {
+            mtr_shared_unlock(Unmanaged.passUnretained(stored).toOpaque())
+            return stored
         }
+        let fresh = TimerEngine(orUnavailable: Configuration())
+        mtr_shared_unlock(Unmanaged.passRetained(fresh).toOpaque())
+        // The slot's hold on the inherited engine, let go of unlocked: its end releases
+        // handlers, which may use the shared engine.
+        if let stored { Unmanaged.passUnretained(stored).release() }
+        return fresh
     }
-
-    private static let sharedEngine = LockedBox<TimerEngine?>(nil)
 
     /// The configuration the engine was created with.
     public let configuration: Configuration

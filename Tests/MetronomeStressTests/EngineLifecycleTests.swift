@@ -207,4 +207,69 @@ struct EngineLifecycleTests {
         #expect(expiring.value == nil)
         #expect(kept.value == 2, "the child's invalidate reached the parent's value")
     }
+
+    /// `TimerEngine.shared` made on one thread while another forks: the child, which may
+    /// inherit the making half done, still gets a shared engine of its own that fires.
+    @Test(.disabled(if: ParkingLockForkTests.underThreadSanitizer), .timeLimit(.minutes(3)))
+    func sharedEngineMadeWhileForking() throws {
+        try expectTestPassesInAProcessOfItsOwn("forkDuringTheSharedEnginesMaking", enabledBy: Self.forkVariable)
+    }
+
+    /// Each round forks a child whose shared engine is inherited, so that its next use makes
+    /// a new one. A thread of the child uses it while the child's main thread forks a
+    /// grandchild 0 to 500 µs later, across the making; the grandchild must get a shared
+    /// engine that fires within 2 s, or is killed after 10 s. What the children run is run
+    /// here first: the Swift runtime fills its type caches under locks of its own, which a
+    /// fork during a first use would leave held in the grandchild.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(2)))
+    func forkDuringTheSharedEnginesMaking() throws {
+        try #require(Self.sharedEngineFires())
+        try PosixThread.spawn { _ = TimerEngine.shared }.join()
+        for round in 0..<60 {
+            let pid = fork()
+            if pid == 0 {
+                guard let maker = try? PosixThread.spawn({ _ = TimerEngine.shared }) else { _exit(20) }
+                usleep(UInt32(round % 20 * 25))
+                let grandchild = fork()
+                if grandchild == 0 { _exit(Self.sharedEngineFires() ? 0 : 21) }
+                maker.join()
+                _exit(Self.exitStatus(of: grandchild, killedAfterSeconds: 10) ?? 22)
+            }
+            try #require(pid > 0)
+            let status = Self.exitStatus(of: pid, killedAfterSeconds: 30)
+            try #require(
+                status == 0,
+                "round \(round): child exit status \(status.map(String.init) ?? "none (killed)") (22: the grandchild hung)"
+            )
+        }
+    }
+
+    /// Whether a one-shot on `TimerEngine.shared` fires within 2 s; for a forked child.
+    private static func sharedEngineFires() -> Bool {
+        let fired = Atomic<Bool>(false)
+        let timer = SafeDispatchTimer()
+        guard
+            timer.schedule(
+                deadline: .now() + .milliseconds(1), handler: { _ in fired.store(true, ordering: .releasing) })
+        else { return false }
+        for _ in 0..<2_000 where !fired.load(ordering: .acquiring) { usleep(1_000) }
+        return fired.load(ordering: .acquiring)
+    }
+
+    /// The exit status of child `pid`; `nil` when it was killed by a signal, or by this
+    /// function after `seconds`.
+    private static func exitStatus(of pid: pid_t, killedAfterSeconds seconds: Int) -> Int32? {
+        var status: Int32 = 0
+        var waited = 0
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            guard waited < seconds * 1_000 else {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                return nil
+            }
+            usleep(1_000)
+            waited += 1
+        }
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : nil
+    }
 }

@@ -222,6 +222,30 @@ void mtr_engine_destroy(mtr_engine *_Nullable engine);
 int mtr_engine_is_inherited(const mtr_engine *engine);
 
 /**
+ * mtr_shared_lock - lock the process-wide slot of a binding's shared engine
+ *
+ * A binding's engine for everyone (the Swift layer's TimerEngine.shared) is
+ * looked up, and made on first use, under this lock, which fork() waits
+ * for: a child never inherits it held by a thread the child lacks, so its
+ * first use there makes the child an engine of its own instead of waiting
+ * for good. The slot is static storage: nothing is set up at run time that
+ * a fork could catch half done.
+ *
+ * Context: any thread; not from an mtr_engine callback or on_release, nor
+ * while holding it.
+ * Return: the pointer last stored by mtr_shared_unlock(), NULL at first.
+ */
+void *_Nullable mtr_shared_lock(void);
+
+/**
+ * mtr_shared_unlock - store @value in the shared slot and unlock it
+ * @value: what mtr_shared_lock() returned, or what replaces it
+ *
+ * Context: the thread that called mtr_shared_lock().
+ */
+void mtr_shared_unlock(void *_Nullable value);
+
+/**
  * mtr_engine_get_counters - read the engine's counters
  * Context: any thread.
  * Return: 0.
