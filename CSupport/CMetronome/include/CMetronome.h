@@ -231,8 +231,8 @@ int mtr_engine_is_inherited(const mtr_engine *engine);
  * for good. The slot is static storage: nothing is set up at run time that
  * a fork could catch half done.
  *
- * Context: any thread; not from an mtr_engine callback or on_release, nor
- * while holding it.
+ * Context: any thread, callbacks included, but not one that holds it: it
+ * is not recursive.
  * Return: the pointer last stored by mtr_shared_unlock(), NULL at first.
  */
 void *_Nullable mtr_shared_lock(void);
