@@ -253,6 +253,20 @@ mtr_shard_of_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot)
 	return shard < engine->shard_count ? &engine->shards[shard] : NULL;
 }
 
+/* The timer @id names at @slot of its shard (mtr_slots.c), or NULL when the
+ * id is stale or never existed. Inline: every timer operation starts here. */
+static inline struct mtr_timer *
+mtr_slots_lookup_locked_(struct mtr_shard *shard, uint32_t slot,
+    mtr_timer_id id)
+{
+	uint32_t generation = (uint32_t)(id >> 32);
+
+	if (slot >= shard->timer_high_water || (generation & 1) == 0)
+		return NULL;
+	struct mtr_timer *timer = &shard->timers[slot];
+	return timer->generation == generation ? timer : NULL;
+}
+
 /*
  * Asks for transparent huge pages under a big array (a hint: ignored where
  * THP is off). The timers and the heap are read at random when a burst
@@ -374,8 +388,6 @@ void mtr_queue_set_fd_locked_(struct mtr_clock_state *state,
     int64_t target_ns);
 
 /* mtr_slots.c: a shard's timer array, with its lock held (but free). */
-struct mtr_timer *mtr_slots_lookup_locked_(struct mtr_shard *shard,
-    uint32_t slot, mtr_timer_id id);
 int mtr_slots_take_locked_(struct mtr_shard *shard, void *context,
     mtr_timer_id *out_id);
 void mtr_slots_give_back_locked_(struct mtr_shard *shard, uint32_t index);

@@ -17,18 +17,6 @@
 
 #define MTR_TIMERS_MIN 64
 
-struct mtr_timer *
-mtr_slots_lookup_locked_(struct mtr_shard *shard, uint32_t slot,
-    mtr_timer_id id)
-{
-	uint32_t generation = (uint32_t)(id >> 32);
-
-	if (slot >= shard->timer_high_water || (generation & 1) == 0)
-		return NULL;
-	struct mtr_timer *timer = &shard->timers[slot];
-	return timer->generation == generation ? timer : NULL;
-}
-
 static int
 mtr_slots_resize_locked_(struct mtr_shard *shard, uint32_t capacity)
 {
