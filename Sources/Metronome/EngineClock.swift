@@ -90,7 +90,10 @@ public struct EngineClock: Clock, Sendable {
     public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
         if deadline <= self.now { return }
-        let leeway = max(tolerance ?? .zero, .zero)
+        // What a schedule can hold: no deadline before 0 (a virtual clock may stand there),
+        // and no window past the end of time. Late, never early.
+        let start = TimerInstant(nanoseconds: max(deadline.nanoseconds, 0))
+        let leeway = min(max(tolerance ?? .zero, .zero), start.duration(to: TimerInstant(nanoseconds: .max)))
         let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: self.clock)
         let sleep = SleepState()
         try await withTaskCancellationHandler {
@@ -109,7 +112,7 @@ public struct EngineClock: Clock, Sendable {
                     do {
                         // `false` only when closed by a cancellation that came first, which
                         // has ended the sleep already.
-                        _ = try timer.scheduleReportingRefusal(at: deadline, leeway: leeway) { _ in
+                        _ = try timer.scheduleReportingRefusal(at: start, leeway: leeway) { _ in
                             withExtendedLifetime(stopped) { sleep.finish(with: nil) }
                         }
                     } catch {

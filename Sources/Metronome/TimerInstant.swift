@@ -11,12 +11,20 @@ public struct TimerInstant: InstantProtocol, Sendable, Hashable, Comparable, Cus
         self.nanoseconds = nanoseconds
     }
 
+    /// Saturates at either end of `Int64`: the sum is taken in 128 bits, so a duration too
+    /// long for `Int64` nanoseconds still moves an instant from the other end.
     public func advanced(by duration: Duration) -> TimerInstant {
-        TimerInstant(nanoseconds: self.nanoseconds.addingSaturating(duration.saturatingNanoseconds))
+        let (seconds, attoseconds) = duration.components
+        let sum =
+            Int128(self.nanoseconds) + Int128(seconds) * Int128(nanosecondsPerSecond)
+            + Int128(attoseconds / attosecondsPerNanosecond)
+        return TimerInstant(nanoseconds: Int64(clamping: sum))
     }
 
+    /// Exact for any two instants: the difference is taken in `Duration`'s 128 bits, where
+    /// one of `Int64` nanoseconds could overflow.
     public func duration(to other: TimerInstant) -> Duration {
-        .nanoseconds(other.nanoseconds - self.nanoseconds)
+        .nanoseconds(other.nanoseconds) - .nanoseconds(self.nanoseconds)
     }
 
     public static func < (lhs: TimerInstant, rhs: TimerInstant) -> Bool {

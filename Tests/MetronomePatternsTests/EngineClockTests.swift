@@ -1,5 +1,6 @@
 import Foundation
 import Metronome
+import MetronomeTesting
 import Testing
 
 @Suite(.serialized)
@@ -73,6 +74,35 @@ struct EngineClockTests {
             #expect(throws: CancellationError.self) { try result.get() }
             #expect(self.engine.counters.armed == 0)
         }
+    }
+
+    /// A sleep until the end of time (or a tolerance that would run past it) sleeps until
+    /// cancelled: the tolerance shrinks to what the clock can hold.
+    @Test(.timeLimit(.minutes(1)), arguments: [Int64.max, Int64.max - 5])
+    func sleepingUntilTheEndOfTimeWaitsForCancellation(deadline: Int64) async throws {
+        let clock = self.clock
+        for tolerance in [nil, Duration.seconds(1), .seconds(Int64.max)] {
+            let task = Task { try await clock.sleep(until: TimerInstant(nanoseconds: deadline), tolerance: tolerance) }
+            #expect(await eventually { self.engine.counters.armed == 1 }, "tolerance \(String(describing: tolerance))")
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(self.engine.counters.armed == 0)
+        }
+    }
+
+    /// On a virtual clock standing before 0, a sleep until an instant there wakes at 0, the
+    /// first a timer can be armed for: late, never early, and not refused.
+    @Test(.timeLimit(.minutes(1)))
+    func aSleepBeforeTimeZeroWakesAtZero() async throws {
+        let timeline = ManualTimeline(startingAt: TimerInstant(nanoseconds: .min))
+        let clock = EngineClock(backend: .custom(timeline))
+        let task = Task { try await clock.sleep(until: TimerInstant(nanoseconds: -1_000), tolerance: .seconds(1)) }
+        await timeline.waitForArmedTimers(1)
+        timeline.advance(to: TimerInstant(nanoseconds: -1))
+        #expect(timeline.armedCount == 1)
+        timeline.advance(to: TimerInstant(nanoseconds: 0))
+        #expect(timeline.armedCount == 0)
+        try await task.value
     }
 
     @Test(.timeLimit(.minutes(1)))

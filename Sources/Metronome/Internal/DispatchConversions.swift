@@ -45,7 +45,8 @@ enum DispatchConversions {
     static func deadline(_ deadline: DispatchTime, on clock: TimerClock, now: (TimerClock) -> Int64) -> Int64 {
         let monotonic = Int64(clamping: deadline.uptimeNanoseconds)
         guard clock != .monotonic, monotonic != .max else { return monotonic }
-        let offset = monotonic.addingSaturating(-now(.monotonic))
+        // Not `-now`: a virtual timeline may stand at `Int64.min`, which has no negation.
+        let offset = Int64(clamping: Int128(monotonic) - Int128(now(.monotonic)))
         return max(0, now(clock).addingSaturating(offset))
     }
 }
