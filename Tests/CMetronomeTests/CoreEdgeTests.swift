@@ -199,6 +199,35 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// A fork waits while another thread holds the shared slot: the child finds it free
+        /// and holding what the holder stored back, never held by a thread the child lacks.
+        /// The slot's value is left as it is: it may be the Swift layer's shared engine.
+        @Test(.timeLimit(.minutes(1)))
+        func sharedSlotIsFreeInAChildForkedWhileItIsHeld() throws {
+            let held = Atomic<Int>(0)
+            let holding = Atomic<Bool>(false)
+            let holder = try PosixThread.spawn {
+                let value = mtr_shared_lock()
+                held.store(Int(bitPattern: value), ordering: .relaxed)
+                holding.store(true, ordering: .releasing)
+                Time.sleep(50 * Time.ms)
+                mtr_shared_unlock(value)
+            }
+            while !holding.load(ordering: .acquiring) { sched_yield() }
+            let expected = UnsafeMutableRawPointer(bitPattern: held.load(ordering: .relaxed))
+            let forked = Time.monotonic()
+            let code = exitCodeOfChild {
+                let value = mtr_shared_lock()
+                mtr_shared_unlock(value)
+                return value == expected ? 0 : 10
+            }
+            let waited = Time.monotonic() - forked
+            holder.join()
+            #expect(code == 0)
+            // The fork itself waited for the holder to let go.
+            #expect(waited >= 40 * Time.ms, "the fork went ahead after \(waited / Time.us) µs")
+        }
+
         // MARK: Descriptors
 
         /// With every count of free descriptors from none up, creation either succeeds or
