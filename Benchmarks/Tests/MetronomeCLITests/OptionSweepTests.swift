@@ -7,7 +7,7 @@ import Testing
 /// names the option; an accepted one runs the (small) measurement to the end.
 @Suite(.serialized)
 struct OptionSweepTests {
-    static let hostileValues = ["0", "-1", "nan", "inf", "1e300", "9223372036854775807", "garbage"]
+    static let hostileValues = ["0", "-1", "1e-9", "nan", "inf", "1e300", "9223372036854775807", "garbage"]
 
     /// Settings small enough that a run the swept value leaves valid finishes in a second.
     static let quickArguments: [String: [String]] = [

@@ -14,7 +14,7 @@ struct CoalesceCommand: ParsableCommand {
     @Option(help: "One-shot timers per backend, 1 to 1000000.")
     var timers: Int = 10_000
 
-    @Option(help: "Window the deadlines are spread over, in milliseconds, above 0 and at most 3600000 (1 h).")
+    @Option(help: "Window the deadlines are spread over, in milliseconds, 0.000001 (1 ns) to 3600000 (1 h).")
     var window: Double = 2000
 
     @Option(help: "Leeway of every timer, in milliseconds, 0 to 3600000.")
@@ -34,7 +34,7 @@ struct CoalesceCommand: ParsableCommand {
 
     func validate() throws {
         try OptionRules.check(self.timers, "--timers", in: 1...1_000_000)
-        try OptionRules.check(self.window, "--window", above: 0, upTo: 3_600_000, unit: "ms")
+        try OptionRules.check(self.window, "--window", in: 0.000_001...3_600_000, unit: "ms")
         try OptionRules.check(self.leeway, "--leeway", in: 0...3_600_000, unit: "ms")
         try OptionRules.checkLoad(self.load)
         if let hgrm = self.hgrm, hgrm.isEmpty { throw ValidationError("--hgrm needs a directory") }

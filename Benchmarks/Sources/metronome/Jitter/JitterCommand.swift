@@ -39,7 +39,7 @@ struct JitterCommand: ParsableCommand {
     /// measures the scheduler rather than the timers.
     static let threadsPerCPU = 8
 
-    @Option(help: "Timer period in microseconds, above 0 and at most 10000000 (10 s).")
+    @Option(help: "Timer period in microseconds, 0.001 (1 ns) to 10000000 (10 s).")
     var interval: Double = 1000
 
     @Option(help: "Samples per backend and measuring thread (after a warm-up of 100), 1 to 10000000.")
@@ -138,7 +138,7 @@ struct JitterCommand: ParsableCommand {
     var json = false
 
     func validate() throws {
-        try OptionRules.check(self.interval, "--interval", above: 0, upTo: 10_000_000, unit: "µs")
+        try OptionRules.check(self.interval, "--interval", in: 0.001...10_000_000, unit: "µs")
         try OptionRules.check(self.samples, "--samples", in: 1...10_000_000)
         try OptionRules.check(self.timers, "--timers", in: 1...100_000)
         try self.validateThreads()
@@ -153,7 +153,7 @@ struct JitterCommand: ParsableCommand {
         try OptionRules.check(self.spin, "--spin", in: 0...10_000, unit: "µs")
         try OptionRules.check(self.priority, "--priority", in: self.policy == .other ? 0...99 : 1...99)
         if let breaktrace = self.breaktrace {
-            try OptionRules.check(breaktrace, "--breaktrace", above: 0, upTo: 10_000_000, unit: "µs")
+            try OptionRules.check(breaktrace, "--breaktrace", in: 0.001...10_000_000, unit: "µs")
         }
         let names = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
         if let hgrm = self.hgrm, hgrm.isEmpty { throw ValidationError("--hgrm needs a directory") }
