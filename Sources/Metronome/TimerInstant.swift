@@ -14,11 +14,7 @@ public struct TimerInstant: InstantProtocol, Sendable, Hashable, Comparable, Cus
     /// Saturates at either end of `Int64`: the sum is taken in 128 bits, so a duration too
     /// long for `Int64` nanoseconds still moves an instant from the other end.
     public func advanced(by duration: Duration) -> TimerInstant {
-        let (seconds, attoseconds) = duration.components
-        let sum =
-            Int128(self.nanoseconds) + Int128(seconds) * Int128(nanosecondsPerSecond)
-            + Int128(attoseconds / attosecondsPerNanosecond)
-        return TimerInstant(nanoseconds: Int64(clamping: sum))
+        TimerInstant(nanoseconds: Int64(clamping: Int128(self.nanoseconds) + duration.wholeNanoseconds))
     }
 
     /// Exact for any two instants: the difference is taken in `Duration`'s 128 bits, where
@@ -42,13 +38,16 @@ extension Int64 {
 }
 
 extension Duration {
+    /// This duration in whole nanoseconds (rounded toward zero), in 128 bits, which hold
+    /// any `Duration`'s.
+    package var wholeNanoseconds: Int128 {
+        let (seconds, attoseconds) = self.components
+        return Int128(seconds) * Int128(nanosecondsPerSecond) + Int128(attoseconds / attosecondsPerNanosecond)
+    }
+
     /// This duration in whole nanoseconds, or `nil` when that does not fit in `Int64`.
     package var representableNanoseconds: Int64? {
-        let (seconds, attoseconds) = self.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: nanosecondsPerSecond)
-        guard !overflow else { return nil }
-        let (nanoseconds, sumOverflow) = whole.addingReportingOverflow(attoseconds / attosecondsPerNanosecond)
-        return sumOverflow ? nil : nanoseconds
+        Int64(exactly: self.wholeNanoseconds)
     }
 
     /// This duration in whole nanoseconds, clamped to `Int64`'s range.
