@@ -95,13 +95,27 @@ struct TimerStateMachine {
         case arm(Arm)
         /// The new schedule is stored; the timer stays suspended and ``resume(now:)`` arms it.
         case keepSuspended
+        /// The new schedule is stored and the running arming kept: a one-shot moved no
+        /// earlier fires first at its old deadline, and that firing arms the rest
+        /// (``fired(arming:scheduled:)``). A deadline pushed later on every request costs
+        /// no backend call, only one re-arm when the old deadline comes.
+        case keepArmed
         /// The timer is not scheduled; nothing changed (use ``schedule(_:)``).
         case reject
     }
 
     /// Replaces the schedule of a running or suspended timer.
-    mutating func reschedule(_ schedule: TimerSchedule) -> RescheduleAction {
+    ///
+    /// - Parameter canKeepArming: Whether the seam refuses an arming only once it has
+    ///   stopped for good, which cancels the timer anyway (``abandon()``): a one-shot moved
+    ///   later may then keep its arming (``RescheduleAction/keepArmed``), since no refusal
+    ///   the reschedule could have reported is lost.
+    mutating func reschedule(_ schedule: TimerSchedule, canKeepArming: Bool = false) -> RescheduleAction {
         switch self.state {
+        case .running(let current, let previous?) where canKeepArming && Self.firesInTime(current, for: schedule):
+            self.state = .running(schedule, arming: previous)
+            self.idleIfRefused = false
+            return .keepArmed
         case .running(_, let previous):
             self.idleIfRefused = false
             self.lastDelivered = .min
@@ -113,6 +127,15 @@ struct TimerStateMachine {
         case .idle, .cancelled:
             return .reject
         }
+    }
+
+    /// Whether an arming for the one-shot `current` fires in time to arm the one-shot
+    /// `next` on its firing: `next`'s window opens no earlier and closes no earlier. An
+    /// arming kept through several such reschedules is for an earlier deadline still.
+    private static func firesInTime(_ current: TimerSchedule, for next: TimerSchedule) -> Bool {
+        !current.isRepeating && !next.isRepeating
+            && next.deadlineNanoseconds >= current.deadlineNanoseconds
+            && next.leewayNanoseconds >= current.leewayNanoseconds
     }
 
     /// What the owner must do after ``suspend()`` or ``cancel()``.
@@ -216,6 +239,9 @@ struct TimerStateMachine {
     enum FiredAction: Equatable {
         /// Run the user's handler.
         case runHandler
+        /// The firing came for a deadline a reschedule has since moved later
+        /// (``RescheduleAction/keepArmed``): arm the rest, disarming the fired arming.
+        case arm(Arm)
         /// The firing is stale or the timer is not running; drop it.
         case ignore
     }
@@ -223,11 +249,14 @@ struct TimerStateMachine {
     /// Reports that `arming` fired for the deadline `scheduled`.
     ///
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;
-    /// a repeating timer stays running.
+    /// a repeating timer stays running. A one-shot's arming that fires before the current
+    /// deadline was kept by a later reschedule, and is armed anew for the rest.
     mutating func fired(arming: UInt64, scheduled: Int64) -> FiredAction {
         guard case .running(let schedule, arming?) = self.state else { return .ignore }
         if schedule.isRepeating {
             self.lastDelivered = scheduled
+        } else if scheduled < schedule.deadlineNanoseconds {
+            return .arm(self.arming(schedule, disarming: arming))
         } else {
             self.state = .idle
             self.spent = arming

@@ -478,31 +478,34 @@ struct SafeDispatchTimerSafetyTests {
 
     /// A running timer whose engine shuts down can never fire again: it is cancelled and
     /// lets go of its handler, so an owner its handler holds is freed by the shutdown —
-    /// one-shot, repeating, or moved by a reschedule to an arming of a new id. A suspended
-    /// timer holds no arming: it keeps its handler until its resume is refused.
+    /// one-shot, repeating, pushed later (keeping its arming), or moved earlier to an arming
+    /// of a new id. A suspended timer holds no arming: it keeps its handler until its
+    /// resume is refused.
     @Test(.timeLimit(.minutes(1)))
     func aShutdownCancelsRunningTimersAndLetsGoOfTheirHandlers() throws {
         let engine = try TimerEngine()
         let far = DispatchTime.now() + .seconds(3600)
-        var owners: [CycleOwner]? = (0..<4).map { _ in CycleOwner(SafeDispatchTimer(backend: .engine(engine))) }
+        var owners: [CycleOwner]? = (0..<5).map { _ in CycleOwner(SafeDispatchTimer(backend: .engine(engine))) }
         owners![0].start(after: far)
         owners![1].start(after: far, repeating: .seconds(1))
         owners![2].start(after: far)
         #expect(owners![2].timer.reschedule(deadline: far + .seconds(1), repeating: .never))
         owners![3].start(after: far)
-        #expect(owners![3].timer.suspend())
+        #expect(owners![3].timer.reschedule(deadline: far - .seconds(1), repeating: .never))
+        owners![4].start(after: far)
+        #expect(owners![4].timer.suspend())
         let watches = owners!.map(WeakOwner.init)
         let timers = owners!.map(\.timer)
         owners = nil
         #expect(watches.allSatisfy { $0.owner != nil }, "a scheduled timer let go of its handler")
 
         engine.shutdown()
-        #expect(timers.map(\.state) == [.cancelled, .cancelled, .cancelled, .suspended])
+        #expect(timers.map(\.state) == [.cancelled, .cancelled, .cancelled, .cancelled, .suspended])
         let freed = watches.map { $0.owner == nil }
-        #expect(freed == [true, true, true, false], "owners freed by the shutdown: \(freed)")
-        #expect(!timers[3].resume(), "a suspended timer resumed on a stopped engine")
-        #expect(timers[3].state == .cancelled)
-        #expect(watches[3].owner == nil, "a refused resume kept the handler")
+        #expect(freed == [true, true, true, true, false], "owners freed by the shutdown: \(freed)")
+        #expect(!timers[4].resume(), "a suspended timer resumed on a stopped engine")
+        #expect(timers[4].state == .cancelled)
+        #expect(watches[4].owner == nil, "a refused resume kept the handler")
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)

@@ -82,7 +82,7 @@ enum Effect: Equatable, Sendable {
     case disarm(UInt64?)
     case armed(start: Bool)
     case refused(stopped: Bool)
-    case keepSuspended, acknowledge, runHandler, ignore, reject
+    case keepSuspended, keepArmed, acknowledge, runHandler, ignore, reject
     /// An event that asks nothing of the owner.
     case nothing
 }
@@ -109,6 +109,7 @@ extension TimerStateMachine.RescheduleAction {
         switch self {
         case .arm(let arm): .arm(arm)
         case .keepSuspended: .keepSuspended
+        case .keepArmed: .keepArmed
         case .reject: .reject
         }
     }
@@ -137,6 +138,7 @@ extension TimerStateMachine.FiredAction {
     var effect: Effect {
         switch self {
         case .runHandler: .runHandler
+        case .arm(let arm): .arm(arm)
         case .ignore: .ignore
         }
     }
@@ -431,6 +433,75 @@ private let transitions: [Transition] =
         #expect(machine.resume(now: 0).arm?.schedule == repeating)
     }
 
+    /// A one-shot moved later keeps its arming: the reschedule asks nothing of the seam,
+    /// the old deadline's firing arms the rest under a new generation instead of running
+    /// the handler, and only the new deadline's firing runs it.
+    @Test func aOneShotMovedLaterKeepsItsArmingUntilTheOldDeadline() throws {
+        let later = try #require(TimerSchedule(deadlineNanoseconds: 2_000, leewayNanoseconds: 10))
+        let latest = try #require(TimerSchedule(deadlineNanoseconds: 3_000, leewayNanoseconds: 20))
+        var machine = StartState.runningOneShot.make()
+        #expect(machine.reschedule(later, canKeepArming: true) == .keepArmed)
+        #expect(machine.reschedule(latest, canKeepArming: true) == .keepArmed)
+        #expect(machine.state == .running(latest, arming: armingID(1)))
+
+        let rest = TimerStateMachine.Arm(schedule: latest, generation: 2, disarming: armingID(1))
+        #expect(machine.fired(arming: armingID(1), scheduled: 1_000) == .arm(rest))
+        #expect(machine.state == .running(latest, arming: nil))
+        #expect(machine.fired(arming: armingID(1), scheduled: 1_000) == .ignore)
+        #expect(machine.armed(generation: 2, arming: armingID(2)) == true)
+        #expect(machine.fired(arming: armingID(2), scheduled: 3_000) == .runHandler)
+        #expect(machine.state == .idle)
+    }
+
+    /// Only a one-shot whose window neither opens nor closes earlier keeps its arming, only
+    /// once the seam has named it, and only on a seam that refuses nothing but after it
+    /// stopped; every other reschedule arms anew at once.
+    @Test(arguments: [
+        (start: StartState.runningOneShot, deadline: Int64(999), period: Int64?.none, leeway: Int64(10)),
+        (start: .runningOneShot, deadline: 2_000, period: nil, leeway: 9),
+        (start: .runningOneShot, deadline: 2_000, period: 100, leeway: 10),
+        (start: .runningRepeating, deadline: 2_000, period: nil, leeway: 10),
+        (start: .arming, deadline: 2_000, period: nil, leeway: 10),
+    ])
+    func aRescheduleThatCouldFireLateArmsAtOnce(start: StartState, deadline: Int64, period: Int64?, leeway: Int64)
+        throws
+    {
+        let next = try #require(
+            TimerSchedule(deadlineNanoseconds: deadline, periodNanoseconds: period, leewayNanoseconds: leeway))
+        var machine = start.make()
+        #expect(machine.reschedule(next, canKeepArming: true).arm?.schedule == next)
+        #expect(machine.state == .running(next, arming: nil))
+    }
+
+    @Test func aSeamThatMayRefuseAnyArmingGetsEveryMoveAtOnce() throws {
+        let later = try #require(TimerSchedule(deadlineNanoseconds: 2_000, leewayNanoseconds: 10))
+        var machine = StartState.runningOneShot.make()
+        #expect(machine.reschedule(later, canKeepArming: false).arm?.disarming == armingID(1))
+    }
+
+    /// Whatever follows a kept arming treats it as the current one: a cancel or suspend
+    /// disarms it, after which its firing is stale, and a refused start cancels the timer,
+    /// since the reschedule had already been accepted.
+    @Test func aKeptArmingIsTheOneLaterTransitionsStop() throws {
+        let later = try #require(TimerSchedule(deadlineNanoseconds: 2_000, leewayNanoseconds: 10))
+        var cancelled = StartState.runningOneShot.make()
+        #expect(cancelled.reschedule(later, canKeepArming: true) == .keepArmed)
+        #expect(cancelled.cancel() == .disarm(armingID(1)))
+        #expect(cancelled.fired(arming: armingID(1), scheduled: 1_000) == .ignore)
+
+        var suspended = StartState.runningOneShot.make()
+        #expect(suspended.reschedule(later, canKeepArming: true) == .keepArmed)
+        #expect(suspended.suspend() == .disarm(armingID(1)))
+        #expect(suspended.resume(now: 1_500).arm?.schedule == later)
+
+        var refused = TimerStateMachine()
+        let first = try #require(refused.schedule(oneShot).arm)
+        #expect(refused.armed(generation: first.generation, arming: armingID(1)) == true)
+        #expect(refused.reschedule(later, canKeepArming: true) == .keepArmed)
+        #expect(refused.refused(generation: first.generation) == true)
+        #expect(refused.state == .cancelled)
+    }
+
     @Test func resumeOfOneShotWithPassedDeadlineKeepsIt() {
         var machine = StartState.runningOneShot.make()
         _ = machine.suspend()
@@ -577,7 +648,7 @@ enum Phase: Equatable {
 
 enum RandomEvent {
     case schedule(TimerSchedule)
-    case reschedule(TimerSchedule)
+    case reschedule(TimerSchedule, canKeepArming: Bool)
     case suspend
     case resume(now: Int64)
     case cancel
@@ -593,7 +664,7 @@ enum Outcome: Equatable {
     case disarm(UInt64?)
     case armed(start: Bool)
     case refused(stopped: Bool)
-    case keepSuspended, acknowledge, runHandler, ignore, reject, nothing
+    case keepSuspended, keepArmed, acknowledge, runHandler, ignore, reject, nothing
 
     init(_ effect: Effect) {
         switch effect {
@@ -602,6 +673,7 @@ enum Outcome: Equatable {
         case .armed(let start): self = .armed(start: start)
         case .refused(let stopped): self = .refused(stopped: stopped)
         case .keepSuspended: self = .keepSuspended
+        case .keepArmed: self = .keepArmed
         case .acknowledge: self = .acknowledge
         case .runHandler: self = .runHandler
         case .ignore: self = .ignore
@@ -618,18 +690,29 @@ struct ReferenceModel {
     var fallback = Phase.cancelled
     /// A fired one-shot's arming, which the next schedule disarms.
     var spent: UInt64?
+    /// The last schedule given, which a running or suspended timer follows.
+    var schedule: TimerSchedule?
 
     mutating func apply(_ event: RandomEvent) -> Outcome {
         switch (event, self.phase) {
         case (.schedule(let schedule), .idle), (.schedule(let schedule), .cancelled):
             self.fallback = self.phase
+            self.schedule = schedule
             defer { self.spent = nil }
             return self.arm(repeating: schedule.isRepeating, disarming: self.spent)
-        case (.reschedule(let schedule), .running(_, let arming)):
+        case (.reschedule(let next, true), .running(false, _?))
+        where !next.isRepeating && next.deadlineNanoseconds >= self.schedule!.deadlineNanoseconds
+            && next.leewayNanoseconds >= self.schedule!.leewayNanoseconds:
             self.fallback = .cancelled
+            self.schedule = next
+            return .keepArmed
+        case (.reschedule(let schedule, _), .running(_, let arming)):
+            self.fallback = .cancelled
+            self.schedule = schedule
             return self.arm(repeating: schedule.isRepeating, disarming: arming)
-        case (.reschedule(let schedule), .suspended):
+        case (.reschedule(let schedule, _), .suspended):
             self.phase = .suspended(repeating: schedule.isRepeating)
+            self.schedule = schedule
             return .keepSuspended
         case (.suspend, .running(let repeating, let arming)):
             self.phase = .suspended(repeating: repeating)
@@ -653,6 +736,9 @@ struct ReferenceModel {
             return .refused(stopped: true)
         case (.refused, _):
             return .refused(stopped: false)
+        case (.fired(let arming, let scheduled), .running(false, let current?))
+        where arming == current && scheduled < self.schedule!.deadlineNanoseconds:
+            return self.arm(repeating: false, disarming: arming)
         case (.fired(let arming, _), .running(let repeating, let current?)) where arming == current:
             if !repeating { (self.phase, self.spent) = (.idle, arming) }
             return .runHandler
@@ -679,7 +765,7 @@ extension TimerStateMachine {
     mutating func apply(_ event: RandomEvent) -> Effect {
         switch event {
         case .schedule(let schedule): self.schedule(schedule).effect
-        case .reschedule(let schedule): self.reschedule(schedule).effect
+        case .reschedule(let schedule, let canKeep): self.reschedule(schedule, canKeepArming: canKeep).effect
         case .suspend: self.suspend().effect
         case .resume(let now): self.resume(now: now).effect
         case .cancel: self.cancel().effect
@@ -707,7 +793,7 @@ extension SeededGenerator {
         let generation = lastGeneration &+ UInt64.random(in: 0...3, using: &self) &- 2
         switch Int.random(in: 0..<8, using: &self) {
         case 0: return .schedule(self.schedule())
-        case 1: return .reschedule(self.schedule())
+        case 1: return .reschedule(self.schedule(), canKeepArming: Bool.random(using: &self))
         case 2: return .suspend
         case 3: return .resume(now: Int64.random(in: 0...20_000, using: &self))
         case 4: return .cancel
@@ -737,7 +823,8 @@ extension SeededGenerator {
             #expect(Outcome(effect) == outcome, "step \(step): \(event)")
             #expect(Phase(machine.state) == model.phase, "step \(step): \(event)")
             switch (event, effect) {
-            case (.schedule(let schedule), .arm(let armed, _, _)), (.reschedule(let schedule), .arm(let armed, _, _)):
+            case (.schedule(let schedule), .arm(let armed, _, _)),
+                (.reschedule(let schedule, _), .arm(let armed, _, _)):
                 #expect(armed == schedule)
                 delivered = nil
             case (.resume(let now), .arm(let armed, _, _)):
@@ -745,6 +832,8 @@ extension SeededGenerator {
                 if armed.isRepeating, let delivered { #expect(armed.deadlineNanoseconds > delivered) }
             case (.fired(_, let scheduled), .runHandler):
                 delivered = scheduled
+            case (.fired(_, let scheduled), .arm(let armed, _, _)):
+                #expect(armed.deadlineNanoseconds > scheduled)
             default:
                 break
             }

@@ -180,22 +180,30 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             case .idle, .cancelled: return .decided(.reject)
             }
             guard let schedule = makeSchedule(leeway) else { return .decided(.reject) }
-            let action = storage.machine.reschedule(schedule)
-            // The one call into a backend under this lock: an engine moves its C timer in
-            // place, and its new id is recorded before any firing can look for it, with
-            // no transition between. It takes only the engine's lock, which no one holds
-            // while waiting for a handler. Anything else arms anew, outside the lock.
-            guard case .arm(let arm) = action, let previous = arm.disarming,
-                let moved = (try? self.firing.move(previous, arm.schedule, clock: self.clock)) ?? nil
-            else { return .decided(action) }
-            _ = storage.machine.armed(generation: arm.generation, arming: moved)
+            let action = storage.machine.reschedule(schedule, canKeepArming: self.firing.refusesOnlyWhenStopped)
+            guard case .arm(let arm) = action, self.moveInPlace(arm, &storage) else { return .decided(action) }
             return .movedInPlace
         }
         switch outcome {
-        case .movedInPlace, .decided(.keepSuspended): return true
+        case .movedInPlace, .decided(.keepSuspended), .decided(.keepArmed): return true
         case .decided(.arm(let arm)): return self.accepted(arm)
         case .decided(.reject): return false
         }
+    }
+
+    /// Moves the arming `arm` replaces to `arm`'s schedule, under the lock; `false` when the
+    /// backend cannot, and the caller arms anew outside it.
+    ///
+    /// The one call into a backend under this lock: an engine moves its C timer in place,
+    /// and its new id is recorded before any firing can look for it, with no transition
+    /// between. It takes only the engine's lock, which no one holds while waiting for a
+    /// handler.
+    private func moveInPlace(_ arm: TimerStateMachine.Arm, _ storage: inout Storage) -> Bool {
+        guard let previous = arm.disarming,
+            let moved = (try? self.firing.move(previous, arm.schedule, clock: self.clock)) ?? nil
+        else { return false }
+        _ = storage.machine.armed(generation: arm.generation, arming: moved)
+        return true
     }
 
     /// How a reschedule went under the lock.
@@ -322,6 +330,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// A firing of `arming`: runs the handler if it is the current arming's.
     override func receive(_ tick: Tick, from arming: UInt64) {
+        var rest: TimerStateMachine.Arm?
         var running = self.withLockedStorage { storage -> Handler? in
             switch storage.machine.fired(arming: arming, scheduled: tick.scheduled.nanoseconds) {
             case .runHandler:
@@ -329,10 +338,14 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
                 // A one-shot that fired is idle: its handler is moved out, not copied, and
                 // goes once it returns.
                 return storage.takeHandlerIfStopped() ?? storage.handler
+            case .arm(let arm):
+                if !self.moveInPlace(arm, &storage) { rest = arm }
+                return nil
             case .ignore:
                 return nil
             }
         }
+        if let rest { _ = self.accepted(rest) }
         guard running != nil else { return }
         // Released while the handler still counts as running: its captures' deinits have
         // run when `cancelAndWait` returns, and one that calls `cancelAndWait` on this

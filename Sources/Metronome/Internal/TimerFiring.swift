@@ -37,6 +37,10 @@ protocol TimerFiring: AnyObject, Sendable {
 
     /// Whether this seam has stopped for good: it drops every arming and refuses new ones.
     var hasStopped: Bool { get }
+
+    /// Whether this seam refuses an arming only once it has stopped, so that a timer may
+    /// keep an arming and re-arm when it fires (see `TimerStateMachine.reschedule`).
+    var refusesOnlyWhenStopped: Bool { get }
 }
 
 extension TimerFiring {
@@ -49,6 +53,8 @@ extension TimerFiring {
     }
 
     var hasStopped: Bool { false }
+
+    var refusesOnlyWhenStopped: Bool { false }
 }
 
 /// Where a seam delivers firings: one object per timer.
