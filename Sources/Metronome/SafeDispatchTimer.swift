@@ -260,7 +260,10 @@ public final class SafeDispatchTimer: Sendable {
 
     /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.
     ///
-    /// A suspended timer stays suspended and follows the new schedule once resumed.
+    /// A suspended timer stays suspended and follows the new schedule once resumed. On the
+    /// engine, a one-shot pushed later (an idle timeout on each request) costs no engine
+    /// call: the firing at the old deadline re-arms it for the new one without running the
+    /// handler.
     ///
     /// - Returns: `false`, doing nothing, for an idle or cancelled timer or invalid values.
     @discardableResult

@@ -3,7 +3,7 @@
 /// The shell around ``TimerStateMachine``: decides under the lock, acts outside it.
 ///
 /// Backends, handlers and C calls never run with the lock held (but for the engine's
-/// in-place move, see `reschedule`): a handler may call back into its timer, and
+/// in-place move, see `moveInPlace`): a handler may call back into its timer, and
 /// `cancelAndWait` waits for handlers that take the same lock.
 /// Nothing an arming hands out keeps the ``SafeDispatchTimer`` alive, so a dropped timer is
 /// cancelled by its deinit rather than kept alive by its own schedule.
@@ -328,7 +328,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         return result
     }
 
-    /// A firing of `arming`: runs the handler if it is the current arming's.
+    /// A firing of `arming`: runs the handler if it is the current arming's, or arms the
+    /// rest of a schedule that a reschedule pushed past the arming's deadline.
     override func receive(_ tick: Tick, from arming: UInt64) {
         var rest: TimerStateMachine.Arm?
         var running = self.withLockedStorage { storage -> Handler? in
