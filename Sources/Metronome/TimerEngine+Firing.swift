@@ -47,9 +47,10 @@ extension TimerEngine: TimerFiring {
     }
 
     /// An arm or move fails only once the engine stops, whose shutdown cancels every
-    /// timer anyway. (A move whose ids are spent arms a new C timer, which memory can
+    /// timer anyway; a stopping engine, or one a forked child inherited, refuses the move
+    /// at once instead. (A move whose ids are spent arms a new C timer, which memory can
     /// refuse: once in 2^31 moves of one timer.)
-    var refusesOnlyWhenStopped: Bool { true }
+    var keepsArmingsMovedLater: Bool { !self.hasStopped && !self.isInherited }
 
     /// Retires the C timer; the engine releases its receiver once no callback of it runs.
     /// The id is always one this engine handed out, so the only answer is 0.

@@ -128,7 +128,8 @@ struct EngineLifecycleTests {
     static let forkVariable = "METRONOME_FORK_CHILD"
 
     /// `TimerEngine.shared` in a forked child is a new engine that fires; the parent's
-    /// engine is dead there, and the parent's timers are untouched. Runs in a process of its
+    /// engine is dead there (a timer of it neither arms nor moves), and the parent's timers
+    /// are untouched. Runs in a process of its
     /// own: this test binary again, running only ``forkedChildGetsAFreshSharedEngine()``.
     @Test(.timeLimit(.minutes(2)))
     func sharedEngineInAForkedChild() throws {
@@ -149,6 +150,10 @@ struct EngineLifecycleTests {
             let stale = SafeDispatchTimer(backend: .engine(parentShared))
             let staleArmed = stale.schedule(deadline: .now()) { _ in }
             guard !staleArmed else { _exit(10) }
+            // The parent's timer pushed later is refused here, not kept for a firing that
+            // never comes.
+            let pushed = parentTimer.reschedule(deadline: deadline + .seconds(1))
+            guard !pushed, parentTimer.state == .cancelled else { _exit(14) }
             guard TimerEngine.shared !== parentShared else { _exit(11) }
             let fired = Atomic<Bool>(false)
             let timer = SafeDispatchTimer()

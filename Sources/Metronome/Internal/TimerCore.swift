@@ -180,7 +180,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             case .idle, .cancelled: return .decided(.reject)
             }
             guard let schedule = makeSchedule(leeway) else { return .decided(.reject) }
-            let action = storage.machine.reschedule(schedule, canKeepArming: self.firing.refusesOnlyWhenStopped)
+            let action = storage.machine.reschedule(schedule, canKeepArming: self.firing.keepsArmingsMovedLater)
             guard case .arm(let arm) = action, self.moveInPlace(arm, &storage) else { return .decided(action) }
             return .movedInPlace
         }

@@ -38,9 +38,10 @@ protocol TimerFiring: AnyObject, Sendable {
     /// Whether this seam has stopped for good: it drops every arming and refuses new ones.
     var hasStopped: Bool { get }
 
-    /// Whether this seam refuses an arming only once it has stopped, so that a timer may
-    /// keep an arming and re-arm when it fires (see `TimerStateMachine.reschedule`).
-    var refusesOnlyWhenStopped: Bool { get }
+    /// Whether a one-shot moved later may keep its arming and re-arm when it fires (see
+    /// `TimerStateMachine.reschedule`): only on a live seam that refuses an arming only
+    /// once it has stopped, so that no refusal the reschedule should report is lost.
+    var keepsArmingsMovedLater: Bool { get }
 }
 
 extension TimerFiring {
@@ -54,7 +55,7 @@ extension TimerFiring {
 
     var hasStopped: Bool { false }
 
-    var refusesOnlyWhenStopped: Bool { false }
+    var keepsArmingsMovedLater: Bool { false }
 }
 
 /// Where a seam delivers firings: one object per timer.
