@@ -48,8 +48,9 @@ extension TimerEngine: TimerFiring {
 
     /// An arm or move fails only once the engine stops, whose shutdown cancels every
     /// timer anyway; a stopping engine, or one a forked child inherited, refuses the move
-    /// at once instead. (A move whose ids are spent arms a new C timer, which memory can
-    /// refuse: once in 2^31 moves of one timer.)
+    /// at once instead. Memory is the exception, for the re-arm only: putting the fired
+    /// timer back into its heap may have to grow the heap (and a move whose ids are spent,
+    /// once in 2^31, creates a C timer), so without memory the timer ends cancelled.
     var keepsArmingsMovedLater: Bool { !self.hasStopped && !self.isInherited }
 
     /// Retires the C timer; the engine releases its receiver once no callback of it runs.

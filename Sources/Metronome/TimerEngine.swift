@@ -81,7 +81,8 @@ public final class TimerEngine: Sendable {
     public struct Counters: Sendable, Hashable {
         /// Times the firing thread woke on a timerfd.
         public var wakeups: UInt64
-        /// Handlers fired.
+        /// Timers fired: each handler run, and each firing of a one-shot pushed later that
+        /// re-armed it for its new deadline instead.
         public var fired: UInt64
         /// Firings later than their window by more than the late threshold.
         public var late: UInt64

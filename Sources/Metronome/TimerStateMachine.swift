@@ -10,7 +10,9 @@
 /// (``armed(generation:arming:)``, ``refused(generation:)``), and a report for a generation
 /// that was overtaken is answered with "disarm it". Firings carry the id of their arming,
 /// and ``fired(arming:scheduled:)`` runs a handler only for the current one, so a firing in
-/// flight during a cancel, suspend or reschedule is recognised as stale and dropped.
+/// flight during a cancel, suspend or reschedule is recognised as stale and dropped. (A
+/// one-shot pushed later may keep its arming: that arming's firing before the new deadline
+/// re-arms it instead, see ``reschedule(_:canKeepArming:)``.)
 ///
 /// Misuse by the caller (suspending twice, resuming a running timer, cancelling twice,
 /// rescheduling a cancelled timer) is not an error: the event returns `.reject` and leaves the
@@ -44,6 +46,11 @@ struct TimerStateMachine {
 
     /// Set by ``close()``: the timer never arms again.
     private var isClosed = false
+
+    /// The running arming was kept by ``RescheduleAction/keepArmed`` and is for an earlier
+    /// deadline than the schedule's; cleared by every new arming. Only then does a firing
+    /// before the deadline re-arm: a backend's tick is otherwise taken as it comes.
+    private var isArmingKept = false
 
     /// The last generation handed out, which names the current arming action; only ever
     /// increases (wrapping after 2^64 armings).
@@ -115,6 +122,7 @@ struct TimerStateMachine {
         case .running(let current, let previous?) where canKeepArming && Self.firesInTime(current, for: schedule):
             self.state = .running(schedule, arming: previous)
             self.idleIfRefused = false
+            self.isArmingKept = true
             return .keepArmed
         case .running(_, let previous):
             self.idleIfRefused = false
@@ -249,13 +257,14 @@ struct TimerStateMachine {
     /// Reports that `arming` fired for the deadline `scheduled`.
     ///
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;
-    /// a repeating timer stays running. A one-shot's arming that fires before the current
-    /// deadline was kept by a later reschedule, and is armed anew for the rest.
+    /// a repeating timer stays running. An arming kept by a later reschedule that fires
+    /// before the current deadline is armed anew for the rest instead; any other firing of
+    /// the current arming runs the handler, whatever deadline its backend reports.
     mutating func fired(arming: UInt64, scheduled: Int64) -> FiredAction {
         guard case .running(let schedule, arming?) = self.state else { return .ignore }
         if schedule.isRepeating {
             self.lastDelivered = scheduled
-        } else if scheduled < schedule.deadlineNanoseconds {
+        } else if self.isArmingKept, scheduled < schedule.deadlineNanoseconds {
             return .arm(self.arming(schedule, disarming: arming))
         } else {
             self.state = .idle
@@ -267,6 +276,7 @@ struct TimerStateMachine {
     /// Enters `running` for `schedule` under a new generation, to be armed.
     private mutating func arming(_ schedule: TimerSchedule, disarming previous: UInt64? = nil) -> Arm {
         self.lastGeneration &+= 1
+        self.isArmingKept = false
         self.state = .running(schedule, arming: nil)
         return Arm(schedule: schedule, generation: self.lastGeneration, disarming: previous)
     }

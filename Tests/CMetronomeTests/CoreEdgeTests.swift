@@ -125,8 +125,14 @@ extension CoreContractTests {
             let engine = try Engine(cpu: 0, shards: shards)
             let waiting = Gate()
             let returned = Gate()
+            let waiterThread = Atomic<Int32>(-1)
             let probe = try engine.makeTimer { callback in
                 _ = waiting.pass()
+                // Destroying before the waiter is inside cancel_sync would free the engine
+                // under a call still to come: wait until its thread sleeps (in that call's
+                // wait, the only place it can block), however late a loaded machine runs it.
+                let tid = waiterThread.load(ordering: .acquiring)
+                for _ in 0..<5_000 where !Self.isSleeping(thread: tid) { Time.sleep(Time.ms) }
                 Time.sleep(5 * Time.ms)
                 mtr_engine_destroy(callback.engine.handle)
             }
@@ -136,6 +142,7 @@ extension CoreContractTests {
             let rc = Atomic<Int32>(-1)
             // The waiter: the firing thread of a second engine, pinned to the same CPU.
             let waiters = try Engine(cpu: 0)
+            waiterThread.store(Self.thread(named: waiters.info.name), ordering: .releasing)
             let waiter = try waiters.makeTimer { _ in
                 var param = sched_param()
                 _ = sched_setscheduler(0, Self.schedIdle, &param)
@@ -153,6 +160,37 @@ extension CoreContractTests {
             #expect(rc.load(ordering: .relaxed) == 0)
             #expect(engine.waitAllReleased())
             engine.expectAllReleasedOnce()
+        }
+
+        /// The id of this process's thread whose name is `name`, or -1.
+        static func thread<Name>(named name: Name) -> Int32 {
+            let wanted = withUnsafeBytes(of: name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            guard let directory = opendir("/proc/self/task") else { return -1 }
+            defer { closedir(directory) }
+            while let entry = readdir(directory) {
+                let tid = withUnsafeBytes(of: entry.pointee.d_name) {
+                    Int32(String(cString: $0.bindMemory(to: CChar.self).baseAddress!)) ?? -1
+                }
+                guard tid > 0, let file = fopen("/proc/self/task/\(tid)/comm", "r") else { continue }
+                defer { fclose(file) }
+                var line = [CChar](repeating: 0, count: 64)
+                guard fgets(&line, Int32(line.count), file) != nil else { continue }
+                let comm = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+                if comm.split(separator: "\n").first.map(String.init) == wanted { return tid }
+            }
+            return -1
+        }
+
+        /// Whether the thread `tid` of this process is asleep (state `S` in its stat line).
+        static func isSleeping(thread tid: Int32) -> Bool {
+            guard let file = fopen("/proc/self/task/\(tid)/stat", "r") else { return false }
+            defer { fclose(file) }
+            var line = [CChar](repeating: 0, count: 512)
+            guard fgets(&line, Int32(line.count), file) != nil else { return false }
+            // The state follows the command name, which is in parentheses and may hold any.
+            let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            guard let close = text.lastIndex(of: ")") else { return false }
+            return text[close...].dropFirst().drop { $0 == " " }.first == "S"
         }
 
         // MARK: fork

@@ -29,8 +29,8 @@ struct LaterRescheduleTests {
         var finished = false
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real)
-    func timersPushedLaterFromManyThreadsFireOnceAtTheirLastDeadline(kind: HarnessKind) throws {
+    @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real, [false, true])
+    func timersPushedLaterFromManyThreadsFireOnceAtTheirLastDeadline(kind: HarnessKind, onQueue: Bool) throws {
         let harness = try kind.make()
         defer { harness.tearDown() }
         let threads = 4
@@ -39,8 +39,10 @@ struct LaterRescheduleTests {
 
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
             var rng = SystemRandomNumberGenerator()
+            // On a queue, a kept arming's firing reaches the timer there, as a handler would.
+            let queue = onQueue ? DispatchQueue(label: "metronome.tests.later-\(thread)") : nil
             var pushed = (0..<timersPerThread).map { _ in
-                Pushed(timer: harness.makeTimer(), deadline: harness.now.advanced(by: .milliseconds(3)))
+                Pushed(timer: harness.makeTimer(queue: queue), deadline: harness.now.advanced(by: .milliseconds(3)))
             }
             for index in pushed.indices {
                 let firings = pushed[index].firings
@@ -57,8 +59,9 @@ struct LaterRescheduleTests {
             while harness.now < end {
                 let index = Int.random(in: pushed.indices, using: &rng)
                 guard !pushed[index].finished, !pushed[index].cancelled else { continue }
-                let later = max(pushed[index].deadline, harness.now)
-                    .advanced(by: .microseconds(Int64.random(in: 100...3_000, using: &rng)))
+                let later = max(
+                    pushed[index].deadline.advanced(by: .microseconds(1)),
+                    harness.now.advanced(by: .microseconds(Int64.random(in: 100...3_000, using: &rng))))
                 if pushed[index].timer.reschedule(deadline: later.dispatchTime) {
                     pushed[index].deadline = later
                 } else {
@@ -91,6 +94,10 @@ struct LaterRescheduleTests {
             #expect(scheduled == pushed.deadline.nanoseconds, "fired for a deadline it had left")
             #expect(pushed.firings.handlerClock.load(ordering: .relaxed) >= scheduled, "fired early")
             #expect(pushed.timer.state == .idle)
+        }
+        // On the engine the pushes kept their armings: old deadlines fired without a handler.
+        if let engine = (harness as? EngineHarness)?.engine {
+            #expect(Int(engine.counters.fired) > expected, "no kept arming fired at an old deadline")
         }
     }
 

@@ -473,6 +473,21 @@ private let transitions: [Transition] =
         #expect(machine.state == .running(next, arming: nil))
     }
 
+    /// A backend may report a deadline a little before the one it was given (rounded, or
+    /// converted through another clock type): unless the arming was kept, its firing runs
+    /// the handler rather than re-arming again and again.
+    @Test func onlyAKeptArmingsEarlyFiringReArms() throws {
+        var machine = StartState.runningOneShot.make()
+        #expect(machine.fired(arming: armingID(1), scheduled: 999) == .runHandler)
+
+        let later = try #require(TimerSchedule(deadlineNanoseconds: 2_000, leewayNanoseconds: 10))
+        var kept = StartState.runningOneShot.make()
+        #expect(kept.reschedule(later, canKeepArming: true) == .keepArmed)
+        let rest = try #require(kept.fired(arming: armingID(1), scheduled: 1_000).arm)
+        #expect(kept.armed(generation: rest.generation, arming: armingID(2)) == true)
+        #expect(kept.fired(arming: armingID(2), scheduled: 1_999) == .runHandler)
+    }
+
     @Test func aSeamThatMayRefuseAnyArmingGetsEveryMoveAtOnce() throws {
         let later = try #require(TimerSchedule(deadlineNanoseconds: 2_000, leewayNanoseconds: 10))
         var machine = StartState.runningOneShot.make()
@@ -517,6 +532,13 @@ extension TimerStateMachine.ScheduleAction {
 }
 
 extension TimerStateMachine.RescheduleAction {
+    var arm: TimerStateMachine.Arm? {
+        guard case .arm(let arm) = self else { return nil }
+        return arm
+    }
+}
+
+extension TimerStateMachine.FiredAction {
     var arm: TimerStateMachine.Arm? {
         guard case .arm(let arm) = self else { return nil }
         return arm
@@ -692,6 +714,8 @@ struct ReferenceModel {
     var spent: UInt64?
     /// The last schedule given, which a running or suspended timer follows.
     var schedule: TimerSchedule?
+    /// The running arming was kept by a later reschedule.
+    var kept = false
 
     mutating func apply(_ event: RandomEvent) -> Outcome {
         switch (event, self.phase) {
@@ -705,6 +729,7 @@ struct ReferenceModel {
             && next.leewayNanoseconds >= self.schedule!.leewayNanoseconds:
             self.fallback = .cancelled
             self.schedule = next
+            self.kept = true
             return .keepArmed
         case (.reschedule(let schedule, _), .running(_, let arming)):
             self.fallback = .cancelled
@@ -737,7 +762,7 @@ struct ReferenceModel {
         case (.refused, _):
             return .refused(stopped: false)
         case (.fired(let arming, let scheduled), .running(false, let current?))
-        where arming == current && scheduled < self.schedule!.deadlineNanoseconds:
+        where arming == current && self.kept && scheduled < self.schedule!.deadlineNanoseconds:
             return self.arm(repeating: false, disarming: arming)
         case (.fired(let arming, _), .running(let repeating, let current?)) where arming == current:
             if !repeating { (self.phase, self.spent) = (.idle, arming) }
@@ -756,6 +781,7 @@ struct ReferenceModel {
 
     private mutating func arm(repeating: Bool, disarming: UInt64?) -> Outcome {
         self.lastGeneration += 1
+        self.kept = false
         self.phase = .running(repeating: repeating, arming: nil)
         return .arm(generation: self.lastGeneration, disarming: disarming)
     }

@@ -295,8 +295,9 @@ int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
  *
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock or a negative value;
- * EOVERFLOW when deadline + leeway does not fit in 63 bits; ESHUTDOWN once
- * the engine is stopping (and in a forked child).
+ * EOVERFLOW when deadline + leeway does not fit in 63 bits; ENOMEM when a
+ * timer that is not armed goes into a timer set that must grow, and memory
+ * has run out; ESHUTDOWN once the engine is stopping (and in a forked child).
  */
 int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t deadline_ns, int64_t leeway_ns);
@@ -314,8 +315,9 @@ int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock, a period <= 0, a
  * negative start or leeway, or a leeway longer than the period; EOVERFLOW
- * when start + leeway does not fit in 63 bits; ESHUTDOWN once the engine
- * is stopping (and in a forked child).
+ * when start + leeway does not fit in 63 bits; ENOMEM as for
+ * mtr_timer_arm_once(); ESHUTDOWN once the engine is stopping (and in a
+ * forked child).
  */
 int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t start_ns, int64_t period_ns,

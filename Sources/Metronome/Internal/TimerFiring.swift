@@ -40,7 +40,8 @@ protocol TimerFiring: AnyObject, Sendable {
 
     /// Whether a one-shot moved later may keep its arming and re-arm when it fires (see
     /// `TimerStateMachine.reschedule`): only on a live seam that refuses an arming only
-    /// once it has stopped, so that no refusal the reschedule should report is lost.
+    /// once it has stopped (or without memory), so that no refusal the reschedule should
+    /// report is lost.
     var keepsArmingsMovedLater: Bool { get }
 }
 
