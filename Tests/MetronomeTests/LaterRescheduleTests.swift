@@ -41,9 +41,11 @@ struct LaterRescheduleTests {
             var rng = SystemRandomNumberGenerator()
             // On a queue, a kept arming's firing reaches the timer there, as a handler would.
             let queue = onQueue ? DispatchQueue(label: "metronome.tests.later-\(thread)") : nil
-            var pushed = (0..<timersPerThread).map { _ in
-                Pushed(timer: harness.makeTimer(queue: queue), deadline: harness.now.advanced(by: .milliseconds(3)))
-            }
+            let timers = (0..<timersPerThread).map { _ in harness.makeTimer(queue: queue) }
+            // Due once every timer is made, however slowly (a sanitizer, a loaded machine),
+            // and pushed on before then, so that the first deadlines pass while kept.
+            let first = harness.now.advanced(by: .milliseconds(10))
+            var pushed = timers.map { Pushed(timer: $0, deadline: first) }
             for index in pushed.indices {
                 let firings = pushed[index].firings
                 let accepted = pushed[index].timer.schedule(deadline: pushed[index].deadline.dispatchTime) {
