@@ -56,14 +56,34 @@ struct TimerStateMachine {
     /// increases (wrapping after 2^64 armings).
     private var lastGeneration: UInt64 = 0
 
-    /// The latest deadline of the current schedule a handler was run for, `.min` before
-    /// the first. Resuming never arms at or before it, whatever `now` the caller read: a
-    /// clock read before a tick was delivered must not bring that tick's deadline back.
-    private var lastDelivered: Int64 = .min
+    /// What the current schedule's firings left behind. One field for two facts that are
+    /// never needed at once: a repeating timer's last delivery matters only while it is
+    /// suspended, a fired one-shot's arming only while it is idle.
+    private var past = Past.delivered(.min)
 
-    /// The arming of a one-shot that fired: the seam still holds it until the next
-    /// schedule or the close disarms it.
-    private var spent: UInt64?
+    private enum Past {
+        /// The latest deadline of the current schedule a handler was run for, `.min`
+        /// before the first. Resuming never arms at or before it, whatever `now` the caller
+        /// read: a clock read before a tick was delivered must not bring that tick's
+        /// deadline back.
+        case delivered(Int64)
+        /// The arming of a one-shot that fired: the seam still holds it until the next
+        /// schedule or the close disarms it.
+        case spent(UInt64)
+    }
+
+    private var lastDelivered: Int64 {
+        guard case .delivered(let deadline) = self.past else { return .min }
+        return deadline
+    }
+
+    /// Forgets what the last schedule's firings left, returning a fired one-shot's arming
+    /// for the owner to disarm.
+    private mutating func forgetPast() -> UInt64? {
+        defer { self.past = .delivered(.min) }
+        guard case .spent(let arming) = self.past else { return nil }
+        return arming
+    }
 
     /// What the owner must do to arm a schedule.
     struct Arm: Equatable {
@@ -89,8 +109,7 @@ struct TimerStateMachine {
         switch self.state {
         case .idle where !self.isClosed, .cancelled where !self.isClosed:
             self.idleIfRefused = self.state == .idle
-            self.lastDelivered = .min
-            return .arm(self.arming(schedule, disarming: self.spent.take()))
+            return .arm(self.arming(schedule, disarming: self.forgetPast()))
         case .idle, .cancelled, .running, .suspended:
             return .reject
         }
@@ -126,11 +145,11 @@ struct TimerStateMachine {
             return .keepArmed
         case .running(_, let previous):
             self.idleIfRefused = false
-            self.lastDelivered = .min
+            _ = self.forgetPast()
             return .arm(self.arming(schedule, disarming: previous))
         case .suspended:
             self.state = .suspended(schedule)
-            self.lastDelivered = .min
+            _ = self.forgetPast()
             return .keepSuspended
         case .idle, .cancelled:
             return .reject
@@ -212,7 +231,7 @@ struct TimerStateMachine {
     /// cancellation to another thread without re-checking after arming.
     mutating func close() -> StopAction {
         self.isClosed = true
-        if let spent = self.spent.take() { return .disarm(spent) }
+        if let spent = self.forgetPast() { return .disarm(spent) }
         return self.cancel()
     }
 
@@ -263,12 +282,12 @@ struct TimerStateMachine {
     mutating func fired(arming: UInt64, scheduled: Int64) -> FiredAction {
         guard case .running(let schedule, arming?) = self.state else { return .ignore }
         if schedule.isRepeating {
-            self.lastDelivered = scheduled
+            self.past = .delivered(scheduled)
         } else if self.isArmingKept, scheduled < schedule.deadlineNanoseconds {
             return .arm(self.arming(schedule, disarming: arming))
         } else {
             self.state = .idle
-            self.spent = arming
+            self.past = .spent(arming)
         }
         return .runHandler
     }
