@@ -132,10 +132,10 @@ struct TimerStateMachine {
 
     /// Replaces the schedule of a running or suspended timer.
     ///
-    /// - Parameter canKeepArming: Whether the seam refuses an arming only once it has
-    ///   stopped for good, which cancels the timer anyway (``abandon()``): a one-shot moved
-    ///   later may then keep its arming (``RescheduleAction/keepArmed``), since no refusal
-    ///   the reschedule could have reported is lost.
+    /// - Parameter canKeepArming: Whether the seam is live and refuses an arming only once
+    ///   it has stopped for good, which cancels the timer anyway (``abandon()``): a one-shot
+    ///   moved later may then keep its arming (``RescheduleAction/keepArmed``), since no
+    ///   refusal the reschedule could have reported is lost.
     mutating func reschedule(_ schedule: TimerSchedule, canKeepArming: Bool = false) -> RescheduleAction {
         switch self.state {
         case .running(let current, let previous?) where canKeepArming && Self.firesInTime(current, for: schedule):
