@@ -2,6 +2,7 @@
 // operation and triggered from callbacks, fork, descriptor exhaustion, the spin window,
 // wrap-around of ids and arm order, and memory given back after a peak.
 import CMetronome
+import Foundation
 import Glibc
 import Synchronization
 import Testing
@@ -142,7 +143,8 @@ extension CoreContractTests {
             let rc = Atomic<Int32>(-1)
             // The waiter: the firing thread of a second engine, pinned to the same CPU.
             let waiters = try Engine(cpu: 0)
-            waiterThread.store(Self.thread(named: waiters.info.name), ordering: .releasing)
+            let name = withUnsafeBytes(of: waiters.info.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            waiterThread.store(Self.thread(named: name), ordering: .releasing)
             let waiter = try waiters.makeTimer { _ in
                 var param = sched_param()
                 _ = sched_setscheduler(0, Self.schedIdle, &param)
@@ -163,34 +165,21 @@ extension CoreContractTests {
         }
 
         /// The id of this process's thread whose name is `name`, or -1.
-        static func thread<Name>(named name: Name) -> Int32 {
-            let wanted = withUnsafeBytes(of: name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-            guard let directory = opendir("/proc/self/task") else { return -1 }
-            defer { closedir(directory) }
-            while let entry = readdir(directory) {
-                let tid = withUnsafeBytes(of: entry.pointee.d_name) {
-                    Int32(String(cString: $0.bindMemory(to: CChar.self).baseAddress!)) ?? -1
-                }
-                guard tid > 0, let file = fopen("/proc/self/task/\(tid)/comm", "r") else { continue }
-                defer { fclose(file) }
-                var line = [CChar](repeating: 0, count: 64)
-                guard fgets(&line, Int32(line.count), file) != nil else { continue }
-                let comm = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-                if comm.split(separator: "\n").first.map(String.init) == wanted { return tid }
+        static func thread(named name: String) -> Int32 {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            let named = tasks.first {
+                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) == name + "\n"
             }
-            return -1
+            return named.flatMap { Int32($0) } ?? -1
         }
 
         /// Whether the thread `tid` of this process is asleep (state `S` in its stat line).
         static func isSleeping(thread tid: Int32) -> Bool {
-            guard let file = fopen("/proc/self/task/\(tid)/stat", "r") else { return false }
-            defer { fclose(file) }
-            var line = [CChar](repeating: 0, count: 512)
-            guard fgets(&line, Int32(line.count), file) != nil else { return false }
             // The state follows the command name, which is in parentheses and may hold any.
-            let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            guard let close = text.lastIndex(of: ")") else { return false }
-            return text[close...].dropFirst().drop { $0 == " " }.first == "S"
+            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return false }
+            return stat[close...].dropFirst(2).first == "S"
         }
 
         // MARK: fork
