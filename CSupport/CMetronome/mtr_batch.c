@@ -17,6 +17,11 @@
  * change it, and the batch skips every entry whose timer no longer reads
  * MTR_IN_BATCH, so the cancel guarantee is decided under the shard's lock
  * exactly as for the heap.
+ *
+ * The heap keeps the room its taken entries left, for as long as their
+ * timers are in the batch (mtr_batch_lent_): a repeating timer goes back
+ * after each firing, and that must not need memory the firing thread has
+ * no one to report the lack of to.
  */
 #include "mtr_internal.h"
 
@@ -206,7 +211,7 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	batch->next = 0;
 	batch->count = taken;
 	batch->live = taken;
-	mtr_timerset_shrink_locked_(set); /* the scratch is no longer needed */
+	batch->clock = set->clock;
 	return true;
 }
 

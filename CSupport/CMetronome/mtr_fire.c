@@ -82,7 +82,9 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 	    timer->period_ns, &next_ns) && next_ns <= INT64_MAX - leeway_ns) {
 		timer->deadline_ns = next_ns;
 		timer->sequence = tick->sequence + 1;
-		/* Cannot fail: the entry's removal left room. */
+		/* Cannot fail: the heap kept the room the entry left, whether
+		 * it was popped (an erase shrinks to twice what is left) or
+		 * taken into the batch (mtr_batch_lent_). */
 		(void)mtr_queue_add_locked_(shard, index, clock,
 		    next_ns + leeway_ns);
 	}
@@ -125,7 +127,8 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 					continue;
 				*out = *top;
 				mtr_timerset_erase_locked_(&state->set,
-				    shard->timers, 0);
+				    shard->timers, 0,
+				    mtr_batch_lent_(batch, clock));
 				return true;
 			}
 			if (queued == NULL) {
@@ -187,6 +190,9 @@ mtr_shard_fire_due_locked_(struct mtr_shard *shard,
 			pthread_cond_broadcast(&shard->callback_done);
 	}
 	state->firing = false;
+	/* A batch that is over gives back the room its entries kept. */
+	mtr_timerset_shrink_locked_(&state->set,
+	    mtr_batch_lent_(&shard->batch, clock));
 	mtr_queue_rearm_locked_(shard, clock);
 }
 

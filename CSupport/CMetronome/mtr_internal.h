@@ -126,7 +126,20 @@ struct mtr_batch {
 	uint32_t count;
 	uint32_t live;  /* entries whose timer is still MTR_IN_BATCH */
 	uint32_t pops_before_check; /* single pops left before counting again */
+	mtr_clock_id clock; /* the clock whose heap the entries came from */
 };
+
+/*
+ * The entries @clock's heap keeps room for besides its own: those still out
+ * in the batch. Each may come back (a repeating timer does after every
+ * firing), and with its room kept, putting it back never allocates, so it
+ * cannot fail for want of memory.
+ */
+static inline uint32_t
+mtr_batch_lent_(const struct mtr_batch *batch, mtr_clock_id clock)
+{
+	return batch->clock == clock ? batch->live : 0;
+}
 
 struct mtr_timerset {
 	struct mtr_heap_entry *entries;
@@ -292,11 +305,13 @@ int mtr_clock_posix_(mtr_clock_id clock);
 void mtr_timerset_init_(struct mtr_timerset *set, mtr_clock_id clock);
 void mtr_timerset_free_(struct mtr_timerset *set);
 size_t mtr_timerset_bytes_(const struct mtr_timerset *set);
-void mtr_timerset_shrink_locked_(struct mtr_timerset *set);
+/* @lent: entries out in the batch that the heap keeps room for. */
+void mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent);
 int mtr_timerset_push_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order);
+    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order,
+    uint32_t lent);
 void mtr_timerset_erase_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, uint32_t heap_index);
+    struct mtr_timer *timers, uint32_t heap_index, uint32_t lent);
 void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index, int64_t due_ns,
     uint32_t order);

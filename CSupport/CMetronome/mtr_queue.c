@@ -157,7 +157,7 @@ mtr_queue_remove_locked_(struct mtr_shard *shard, struct mtr_timer *timer)
 	if (heap_index == 0)
 		mtr_shard_interrupt_spin_locked_(shard, clock);
 	mtr_timerset_erase_locked_(&shard->clocks[clock].set, shard->timers,
-	    heap_index);
+	    heap_index, mtr_batch_lent_(&shard->batch, clock));
 }
 
 /* After a timer's key came in earlier, or the timer was armed: a new top
@@ -182,7 +182,8 @@ mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
 {
 	struct mtr_timer *timer = &shard->timers[index];
 	int rc = mtr_timerset_push_locked_(&shard->clocks[clock].set,
-	    shard->timers, index, due_ns, mtr_queue_next_order_locked_(shard));
+	    shard->timers, index, due_ns, mtr_queue_next_order_locked_(shard),
+	    mtr_batch_lent_(&shard->batch, clock));
 	if (rc != 0)
 		return rc;
 	timer->due_ns = due_ns;

@@ -39,7 +39,11 @@
  *
  * A heap halves when a quarter full and doubles when full, so memory taken
  * for a peak is given back once the peak has passed, and no steady load
- * resizes it back and forth.
+ * resizes it back and forth. Entries out in the firing batch count as
+ * in it (mtr_batch_lent_): the room they left stays theirs, so a timer put
+ * back after its firing never makes the heap grow. Growth can fail for
+ * want of memory; only an outside arm, which can report ENOMEM, ever needs
+ * it.
  */
 #include "mtr_internal.h"
 
@@ -155,16 +159,17 @@ mtr_timerset_grow_locked_(struct mtr_timerset *set)
 	uint32_t capacity = set->capacity ? set->capacity * 2 : MTR_HEAP_MIN;
 	if (capacity > MTR_MAX_TIMERS)
 		capacity = MTR_MAX_TIMERS;
-	if (capacity == set->count)
+	if (capacity == set->capacity)
 		return ENOMEM;
 	return mtr_timerset_resize_locked_(set, capacity);
 }
 
 void
-mtr_timerset_shrink_locked_(struct mtr_timerset *set)
+mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent)
 {
+	uint64_t used = (uint64_t)set->count + lent;
 	uint32_t capacity = set->capacity;
-	while (capacity > MTR_HEAP_MIN && set->count <= capacity / 4)
+	while (capacity > MTR_HEAP_MIN && used <= capacity / 4)
 		capacity /= 2;
 	/* Without memory for the smaller copy, the bigger one still works. */
 	if (capacity < set->capacity)
@@ -173,9 +178,9 @@ mtr_timerset_shrink_locked_(struct mtr_timerset *set)
 
 int
 mtr_timerset_push_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
-    uint32_t timer, int64_t due_ns, uint32_t order)
+    uint32_t timer, int64_t due_ns, uint32_t order, uint32_t lent)
 {
-	if (set->count == set->capacity) {
+	if ((uint64_t)set->count + lent >= set->capacity) {
 		int rc = mtr_timerset_grow_locked_(set);
 		if (rc != 0)
 			return rc;
@@ -201,14 +206,14 @@ mtr_heap_settle_(struct mtr_timerset *set, struct mtr_timer *timers,
 
 void
 mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
-    uint32_t index)
+    uint32_t index, uint32_t lent)
 {
 	timers[set->entries[index].timer].heap_slot = MTR_NOT_ARMED;
 	struct mtr_heap_entry last = set->entries[--set->count];
 	/* The last entry moves into the hole; it came from another subtree. */
 	if (index < set->count)
 		mtr_heap_settle_(set, timers, index, last);
-	mtr_timerset_shrink_locked_(set);
+	mtr_timerset_shrink_locked_(set, lent);
 }
 
 /* Gives the entry at @index a new key, earlier or later, in place. */

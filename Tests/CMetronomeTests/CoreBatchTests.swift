@@ -45,12 +45,14 @@ extension CoreContractTests {
         }
 
         /// A burst fires through the batch: every timer once, at its own deadline, never
-        /// early, in nondecreasing deadline order, with `armed` back to zero.
+        /// early, in nondecreasing deadline order, with `armed` back to zero and the
+        /// memory the burst took given back.
         @Test(.timeLimit(.minutes(1)))
         func aBurstDrainsOnceEachInDeadlineOrder() throws {
             // Held before the burst is armed, not by a gate due just before it: a firing
             // thread that woke late would take the first deadlines one by one.
             let (engine, probes, release) = try Self.heldEngine()
+            let heldBefore = engine.counters.memory_bytes
             var generator = SplitMix64(seed: 0xB0857)
             let window = 2 * Time.ms
             let base = Time.monotonic() + Time.ms
@@ -73,6 +75,8 @@ extension CoreContractTests {
             let counters = engine.counters
             #expect(counters.batched >= UInt64(Self.burst - 1), "the burst did not go through the batch")
             #expect(counters.armed == 0)
+            // The heap kept the batch's room while it drained, and gave it back after.
+            #expect(counters.memory_bytes == heldBefore)
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
@@ -244,6 +248,41 @@ extension CoreContractTests {
             #expect(wrong.isEmpty, "\(wrong.count) wrong, first: \(wrong.prefix(3))")
             expectNeverEarly(engine.firings)
             #expect(engine.counters.batched > 0, "the burst did not go through the batch")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// Putting a repeating timer back after its firing allocates nothing, so it cannot
+        /// fail for want of memory: the heap keeps room for every entry out in the batch.
+        /// A burst of repeating timers drains through the batch between two watchers, the
+        /// first and the last of its deadlines, and the engine holds the same memory at
+        /// both; afterwards every repeating timer is armed again.
+        @Test(.timeLimit(.minutes(1)))
+        func repeatingTimersGoBackFromABatchWithoutAllocating() throws {
+            let (engine, probes, release) = try Self.heldEngine()
+            let held = Monitor([UInt64]())
+            let watch: @Sendable (Callback) -> Void = { callback in
+                var counters = mtr_counters()
+                mtr_engine_get_counters(callback.engine.handle, &counters)
+                held.update { $0.append(counters.memory_bytes) }
+            }
+            let first = try engine.makeTimer(watch)
+            let last = try engine.makeTimer(watch)
+            let now = Time.monotonic()
+            try #require(first.armOnce(at: now - 2 * Time.ms) == 0)
+            for probe in probes {
+                try #require(probe.armRepeating(start: now - Time.ms, period: 10 * Time.s) == 0)
+            }
+            try #require(last.armOnce(at: now) == 0)
+            release.open()
+
+            #expect(held.wait { $0.count == 2 })
+            let bytes = held.read { $0 }
+            #expect(bytes.count == 2 && bytes[0] == bytes[1], "memory during the batch: \(bytes)")
+            let counters = engine.counters
+            #expect(counters.batched >= UInt64(Self.burst), "the burst did not go through the batch")
+            #expect(counters.armed == UInt64(Self.burst), "a repeating timer did not go back")
+            #expect(probes.allSatisfy { $0.fires.load(ordering: .relaxed) == 1 })
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
