@@ -307,6 +307,8 @@ void mtr_timerset_free_(struct mtr_timerset *set);
 size_t mtr_timerset_bytes_(const struct mtr_timerset *set);
 /* @lent: entries out in the batch that the heap keeps room for. */
 void mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent);
+/* Room for one more entry: 0, or ENOMEM when the heap could not grow. */
+int mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t lent);
 int mtr_timerset_push_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order,
     uint32_t lent);
@@ -392,6 +394,8 @@ mtr_shard_interrupt_spin_locked_(struct mtr_shard *shard, mtr_clock_id clock)
  * one shard; for timer operations and the firing loop alike, with the
  * shard's lock held. */
 uint32_t mtr_queue_next_order_locked_(struct mtr_shard *shard);
+int mtr_queue_make_room_locked_(struct mtr_shard *shard,
+    const struct mtr_timer *timer, mtr_clock_id clock);
 int mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
     mtr_clock_id clock, int64_t due_ns);
 void mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,

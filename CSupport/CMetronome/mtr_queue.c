@@ -175,6 +175,23 @@ mtr_queue_keyed_earlier_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 		mtr_queue_rearm_locked_(shard, clock);
 }
 
+/*
+ * Makes sure @timer can go into @clock's set without the set growing, so
+ * that an arm refused for want of memory is refused before it changes
+ * anything. A timer in that set, or out in the batch taken from it, holds
+ * its room already.
+ */
+int
+mtr_queue_make_room_locked_(struct mtr_shard *shard,
+    const struct mtr_timer *timer, mtr_clock_id clock)
+{
+	if (mtr_slot_clock_(timer->heap_slot) == clock ||
+	    (timer->heap_slot == MTR_IN_BATCH && shard->batch.clock == clock))
+		return 0;
+	return mtr_timerset_reserve_locked_(&shard->clocks[clock].set,
+	    mtr_batch_lent_(&shard->batch, clock));
+}
+
 /* Puts a timer that is in no set into @clock's, with a new arm order. */
 int
 mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,

@@ -61,12 +61,16 @@ mtr_timer_schedule_check_(mtr_clock_id clock, int64_t deadline_ns,
 }
 
 /* Replaces the schedule of @timer, slot @index: a move within its clock's
- * heap when it is there, else a remove and an add. */
+ * heap when it is there, else a remove and an add. Whatever memory that
+ * needs is found first, so an ENOMEM leaves the old schedule as it was. */
 static int
 mtr_timer_arm_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     uint32_t index, mtr_clock_id clock, int64_t deadline_ns,
     int64_t period_ns, int64_t leeway_ns)
 {
+	int rc = mtr_queue_make_room_locked_(shard, timer, clock);
+	if (rc != 0)
+		return rc;
 	timer->deadline_ns = deadline_ns;
 	timer->period_ns = period_ns;
 	if (mtr_slot_clock_(timer->heap_slot) == clock) {

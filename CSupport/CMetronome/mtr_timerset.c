@@ -177,14 +177,20 @@ mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent)
 }
 
 int
+mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t lent)
+{
+	if ((uint64_t)set->count + lent < set->capacity)
+		return 0;
+	return mtr_timerset_grow_locked_(set);
+}
+
+int
 mtr_timerset_push_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
     uint32_t timer, int64_t due_ns, uint32_t order, uint32_t lent)
 {
-	if ((uint64_t)set->count + lent >= set->capacity) {
-		int rc = mtr_timerset_grow_locked_(set);
-		if (rc != 0)
-			return rc;
-	}
+	int rc = mtr_timerset_reserve_locked_(set, lent);
+	if (rc != 0)
+		return rc;
 	struct mtr_heap_entry entry = { due_ns, timer, order };
 	mtr_heap_sift_up_(set, timers, set->count++, entry);
 	return 0;

@@ -479,5 +479,119 @@ extension CoreContractTests {
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
+
+        /// With memory exhausted, what needs memory is refused with `ENOMEM` and changes
+        /// nothing, and everything else goes on: a new timer needs a bigger array, and an
+        /// arm into a full heap (or an empty one) needs it to grow; a move within a heap, a
+        /// cancel, a destroy and a create into a freed slot need nothing, and armed timers
+        /// fire. A timer refused a move to another clock keeps its old schedule and fires.
+        ///
+        /// In a forked child, whose address space is capped where it stands and whose free
+        /// heap memory is all taken (`exhaustingMemory`), so every allocation fails.
+        @Test(
+            .timeLimit(.minutes(1)),
+            .disabled(if: Bounds.sanitized, "a sanitizer's allocator ends the process when memory runs out"))
+        func exhaustedMemoryRefusesOnlyWhatNeedsMemory() {
+            let code = exitCodeOfChild(timeoutNs: 20 * Time.s) {
+                var config = mtr_engine_config()
+                mtr_engine_config_init(&config)
+                config.on_fire = { context, _ in
+                    guard let context else { return }
+                    Unmanaged<FiringCount>.fromOpaque(context).takeUnretainedValue().add()
+                }
+                var handle: OpaquePointer?
+                guard mtr_engine_create(&config, &handle) == 0, let engine = handle else { return 10 }
+                // 128 timers fill the array's second size; 64 armed fill the heap's first.
+                let moved = FiringCount()
+                let earlier = FiringCount()
+                let ids = UnsafeMutablePointer<mtr_timer_id>.allocate(capacity: 129)
+                for index in 0..<128 {
+                    let counter = index == 0 ? moved : index == 1 ? earlier : nil
+                    let context = counter.map { Unmanaged.passRetained($0).toOpaque() }
+                    guard mtr_timer_create(engine, context, &ids[index]) == 0 else { return 11 }
+                }
+                let start = Time.monotonic()
+                let far = start + 3_600 * Time.s
+                guard mtr_timer_arm_once(engine, ids[0], .MTR_CLOCK_MONOTONIC, start + 60 * Time.ms, 0) == 0 else {
+                    return 12
+                }
+                for index in 1..<64 where mtr_timer_arm_once(engine, ids[index], .MTR_CLOCK_MONOTONIC, far, 0) != 0 {
+                    return 12
+                }
+                let exhausted = Self.exhaustingMemory {
+                    guard mtr_timer_create(engine, nil, &ids[128]) == ENOMEM else { return 20 }
+                    guard mtr_timer_arm_once(engine, ids[64], .MTR_CLOCK_MONOTONIC, far, 0) == ENOMEM else { return 21 }
+                    guard mtr_timer_arm_once(engine, ids[0], .MTR_CLOCK_REALTIME, far, 0) == ENOMEM else { return 22 }
+                    guard mtr_timer_arm_once(engine, ids[1], .MTR_CLOCK_MONOTONIC, start + 30 * Time.ms, 0) == 0,
+                        mtr_timer_arm_repeating(engine, ids[2], .MTR_CLOCK_MONOTONIC, far, Time.s, 0) == 0
+                    else { return 23 }
+                    guard mtr_timer_cancel(engine, ids[3]) == 0,
+                        mtr_timer_arm_once(engine, ids[64], .MTR_CLOCK_MONOTONIC, far, 0) == 0
+                    else { return 24 }
+                    guard mtr_timer_destroy(engine, ids[4]) == 0, mtr_timer_create(engine, nil, &ids[128]) == 0 else {
+                        return 25
+                    }
+                    while Time.monotonic() < start + 100 * Time.ms { Time.sleep(Time.ms) }
+                    var counters = mtr_counters()
+                    mtr_engine_get_counters(engine, &counters)
+                    guard earlier.count == 1 else { return 26 }
+                    guard moved.count == 1 else { return 27 }  // the refused move lost its schedule
+                    return counters.fired == 2 ? 0 : 28
+                }
+                guard exhausted == 0 else { return exhausted }
+                guard mtr_timer_arm_once(engine, ids[0], .MTR_CLOCK_REALTIME, far, 0) == 0 else { return 30 }
+                mtr_engine_destroy(engine)
+                return 0
+            }
+            #expect(code == 0)
+        }
+
+        /// Runs `body` with no memory to be had: the address space capped where it stands,
+        /// then every free block of the allocator's taken, biggest sizes first, so that
+        /// whatever `body` asks of `malloc` fails. Gives it all back after. C calls only, for
+        /// a forked child; `body` may make no Swift allocation.
+        static func exhaustingMemory(_ body: () -> Int32) -> Int32 {
+            var original = rlimit()
+            getrlimit(Int32(RLIMIT_AS.rawValue), &original)
+            var capped = original
+            capped.rlim_cur = rlim_t(addressSpaceBytes())
+            guard capped.rlim_cur > 0, setrlimit(Int32(RLIMIT_AS.rawValue), &capped) == 0 else { return 90 }
+            var taken: UnsafeMutableRawPointer?
+            var size = 1 << 20
+            while size >= 16 {
+                while let block = malloc(size) {
+                    block.storeBytes(of: taken, as: UnsafeMutableRawPointer?.self)
+                    taken = block
+                }
+                size >>= 4
+            }
+            let result = malloc(16) == nil ? body() : 91
+            while let block = taken {
+                taken = block.load(as: UnsafeMutableRawPointer?.self)
+                free(block)
+            }
+            setrlimit(Int32(RLIMIT_AS.rawValue), &original)
+            return result
+        }
+
+        /// The process's address space in bytes (VmSize), read with C calls only.
+        static func addressSpaceBytes() -> Int {
+            let fd = open("/proc/self/statm", O_RDONLY)
+            guard fd >= 0 else { return 0 }
+            defer { close(fd) }
+            var text = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))  // the first field is enough
+            let pages = withUnsafeMutableBytes(of: &text) { buffer -> Int in
+                guard read(fd, buffer.baseAddress, buffer.count - 1) > 0 else { return 0 }
+                return strtol(buffer.baseAddress!.assumingMemoryBound(to: CChar.self), nil, 10)
+            }
+            return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+        }
     }
+}
+
+/// Counts the firings of the timer it is the context of, with no allocation.
+private final class FiringCount: Sendable {
+    private let value = Atomic<Int>(0)
+    func add() { self.value.add(1, ordering: .relaxed) }
+    var count: Int { self.value.load(ordering: .relaxed) }
 }
