@@ -352,9 +352,13 @@ mtr_engine_shut_(mtr_engine *engine, bool free_it)
 	if (free_it)
 		atomic_store(&engine->free_requested, true);
 	if (engine->inherited) {
+		/* A release the drop makes may destroy the engine (a binding's
+		 * last reference to it going away): the hold keeps it until
+		 * the drop is over, and the last to let go frees it. */
+		mtr_engine_hold_(engine);
 		pthread_mutex_unlock(&engine->lock);
 		mtr_engine_drop_timers_(engine);
-		if (free_it)
+		if (mtr_engine_release_hold_(engine))
 			mtr_engine_free_(engine);
 		return;
 	}

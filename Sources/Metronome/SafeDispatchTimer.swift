@@ -315,7 +315,7 @@ public final class SafeDispatchTimer: Sendable {
 
     /// Continues a suspended timer. A repeating timer keeps its phase: deadlines that passed
     /// while suspended are skipped (not reported as missed); a one-shot whose deadline
-    /// passed fires at once.
+    /// passed fires by its deadline plus leeway, at once if that has passed too.
     ///
     /// - Returns: `false`, doing nothing, unless the timer is suspended.
     @discardableResult

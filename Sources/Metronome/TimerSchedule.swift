@@ -78,7 +78,8 @@ public struct TimerSchedule: Hashable, Sendable {
     /// Periods that passed while the timer was suspended are skipped, not reported as missed.
     /// A repeating deadline at the resume instant itself counts as passed: it may have been
     /// delivered just before the suspend, and must never be delivered twice. A one-shot
-    /// timer whose deadline passed is unchanged, so it fires at once.
+    /// timer whose deadline passed is unchanged, so it fires by its deadline plus leeway (at
+    /// once if that has passed too).
     ///
     /// - Parameter now: The time of the resume on the timer's clock.
     /// - Returns: The same schedule with its deadline moved to the first one after `now`,

@@ -197,7 +197,7 @@ struct TimerStateMachine {
     /// Resumes a suspended timer at `now`.
     ///
     /// Periods that passed while suspended are skipped rather than reported as missed, and a
-    /// one-shot whose deadline passed fires at once (see ``TimerSchedule/resumed(at:)``).
+    /// one-shot whose deadline passed keeps it (see ``TimerSchedule/resumed(at:)``).
     /// The next deadline also lies after the last one delivered, so a `now` read before
     /// that delivery cannot repeat it.
     mutating func resume(now: Int64) -> ResumeAction {

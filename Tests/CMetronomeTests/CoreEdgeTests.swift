@@ -226,6 +226,30 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// In a forked child, a context release that destroys the inherited engine while
+        /// `mtr_engine_stop` drops its timers, as a binding's last reference to its engine
+        /// would, frees the engine only once the drop is over: every context is released
+        /// once and nothing is read after the free (AddressSanitizer reported a
+        /// use-after-free here).
+        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        func aReleaseInAForkedChildMayDestroyTheEngineItsStopDrops(shards: UInt32) throws {
+            let engine = try Engine(shards: shards)
+            let probes = try engine.makeTimers(8)
+            let parent = getpid()
+            let handle = engine.ref  // not the fixture, which holds the probes
+            probes[0].onRelease = { _ in
+                if getpid() != parent { mtr_engine_destroy(handle.handle) }
+            }
+            try #require(probes[1].armOnce(at: Time.monotonic() + 60 * Time.s) == 0)
+            let code = exitCodeOfChild {
+                mtr_engine_stop(engine.handle)
+                return probes.allSatisfy { $0.releases.load(ordering: .acquiring) == 1 } ? 0 : 10
+            }
+            #expect(code == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
         /// A fork waits while another thread holds the shared slot: the child finds it free
         /// and holding what the holder stored back, never held by a thread the child lacks.
         /// The slot's value is left as it is: it may be the Swift layer's shared engine.

@@ -287,7 +287,8 @@ int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
 
 /**
  * mtr_timer_arm_once - (re)arm a timer to fire once
- * @deadline_ns: absolute time on @clock, >= 0; a past deadline fires at once
+ * @deadline_ns: absolute time on @clock, >= 0; a past deadline fires within
+ *   its window like any other, so at once when deadline + leeway has passed
  * @leeway_ns: >= 0; the timer may fire anywhere in [deadline, deadline+leeway]
  *
  * Replaces any previous schedule: once this returns, no callback for the old
