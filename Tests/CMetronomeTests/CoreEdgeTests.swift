@@ -580,16 +580,22 @@ extension CoreContractTests {
             var capped = original
             capped.rlim_cur = rlim_t(addressSpaceBytes())
             guard capped.rlim_cur > 0, setrlimit(Int32(RLIMIT_AS.rawValue), &capped) == 0 else { return 90 }
+            // A failed malloc moves on to another of the allocator's arenas (one per
+            // thread the parent had), so only a long run of failures means all are empty.
             var taken: UnsafeMutableRawPointer?
             var size = 1 << 20
-            while size >= 16 {
-                while let block = malloc(size) {
+            var failures = 0
+            while failures < 256 {
+                if let block = malloc(size) {
                     block.storeBytes(of: taken, as: UnsafeMutableRawPointer?.self)
                     taken = block
+                    failures = 0
+                } else {
+                    failures += 1
+                    size = size > 16 ? size >> 4 : 1 << 20
                 }
-                size >>= 4
             }
-            let result = malloc(16) == nil ? body() : 91
+            let result = body()
             while let block = taken {
                 taken = block.load(as: UnsafeMutableRawPointer?.self)
                 free(block)
