@@ -67,8 +67,15 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
     /// reading it takes no lock.
     let content: Value
 
-    /// The mark for "expired or ended"; no expiry reaches it, as a lifetime is never negative.
+    /// The mark for "expired or ended". No expiry is allowed to reach it: on a virtual
+    /// timeline standing at `Int64.min` one would, so it is kept one above.
     static var ended: Int64 { .min }
+
+    /// The expiry of a value `lifetime` nanoseconds after `now`: saturated, and never the
+    /// mark ``ended``.
+    private static func expiry(after lifetime: Int64, from now: Int64) -> Int64 {
+        max(now.addingSaturating(lifetime), Self.ended + 1)
+    }
 
     /// How long the value lives after creation or its last ``touch()``: the lifetime given,
     /// with a negative one counted as zero and one past `Int64` nanoseconds (about 292
@@ -129,7 +136,7 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
     ) {
         let set = backend.expirySet(of: Value.self)
         let lifetime = max(lifetime, .zero).saturatingNanoseconds
-        self.expiry = Atomic(set.now().addingSaturating(lifetime))
+        self.expiry = Atomic(Self.expiry(after: lifetime, from: set.now()))
         self.lifetimeNanoseconds = lifetime
         self.set = set
         self.onExpiry = onExpiry
@@ -160,7 +167,7 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
     ///   `false` if it had already expired or was invalidated, in which case nothing changes.
     @discardableResult
     public func touch() -> Bool {
-        let expiry = self.set.now().addingSaturating(self.lifetimeNanoseconds)
+        let expiry = Self.expiry(after: self.lifetimeNanoseconds, from: self.set.now())
         var recorded = self.expiry.load(ordering: .relaxed)
         // Every change to the word is a compare-exchange against what was read, so an end
         // that slipped in between makes the exchange fail instead of being overwritten.

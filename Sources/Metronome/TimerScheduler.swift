@@ -203,6 +203,7 @@ public final class TimerScheduler: Sendable {
     /// - Returns: How many timers were cancelled, each with one ``Event/cancelled(_:)``.
     @discardableResult
     public func cancel(_ ids: some Sequence<TimerID>) -> Int {
+        let ids = Array(ids)  // the caller's sequence runs no code under the lock
         let removed = self.state.withLockedValue { state -> [SafeDispatchTimer] in
             var removed: [SafeDispatchTimer] = []
             for id in ids {

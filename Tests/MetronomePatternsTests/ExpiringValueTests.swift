@@ -390,6 +390,26 @@ struct ExpiringValueVirtualTimeTests {
         #expect(self.timeline.armedCount == 1)
     }
 
+    /// A timeline standing before 0 (where no schedule can be): a value due before 0
+    /// expires when the timeline reaches 0, late rather than never; at `Int64.min` a zero
+    /// lifetime still makes a live value, which expires once.
+    @Test(arguments: [Int64(-1_000), .min])
+    func aValueDueBeforeZeroExpiresAtZero(start: Int64) {
+        let timeline = ManualTimeline(startingAt: TimerInstant(nanoseconds: start))
+        let expiries = Recorder<String>()
+        let value = ExpiringValue("session", lifetime: .nanoseconds(10), backend: .custom(timeline)) {
+            expiries.append($0)
+        }
+        #expect(value.value == "session")
+        #expect(timeline.armedCount == 1)
+        timeline.advance(to: TimerInstant(nanoseconds: -1))
+        #expect(expiries.count == 0)
+        timeline.advance(to: TimerInstant(nanoseconds: 0))
+        #expect(expiries.entries == ["session"])
+        #expect(value.isExpired)
+        #expect(timeline.armedCount == 0)
+    }
+
     @Test
     func touchAfterInvalidateFailsAndNothingFires() {
         let expiries = Recorder<String>()

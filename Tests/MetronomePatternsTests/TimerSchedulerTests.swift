@@ -58,6 +58,26 @@ struct TimerSchedulerTests {
         #expect(delegate.events.entries == [.cancelled(id), .executed(marker, willRepeat: false)])
     }
 
+    /// The sequence given to `cancel(_:)` is read before the scheduler takes its lock, so
+    /// a lazy one that asks the scheduler itself (here, which timers are active) works
+    /// instead of deadlocking on that lock. Run on a thread of its own, so a deadlock
+    /// fails the test instead of hanging it.
+    @Test(.timeLimit(.minutes(1)))
+    func cancelReadsALazySequenceThatAsksTheSchedulerBeforeLocking() throws {
+        let scheduler = TimerScheduler(engine: self.engine)
+        let ids = [scheduler.schedule(after: .seconds(10)), scheduler.schedule(after: .seconds(10))]
+        let done = Gate()
+        let cancelled = Recorder<Int>()
+        let thread = try PosixThread.spawn {
+            cancelled.append(scheduler.cancel(ids.lazy.filter { scheduler.activeTimers.contains($0) }))
+            done.open()
+        }
+        try #require(done.pass(timeout: .seconds(10)), "cancel(_:) deadlocked on a sequence that reads the scheduler")
+        thread.join()
+        #expect(cancelled.entries == [2])
+        #expect(scheduler.activeTimers.isEmpty)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func repeatingExecutesUntilCancelled() async throws {
         let scheduler = TimerScheduler(engine: self.engine)

@@ -620,6 +620,23 @@ struct SafeDispatchTimerBehaviourTests {
     }
 
     /// Ticks of one schedule: `scheduled == start + sequence · period`, sequences advance by
+
+    /// A deadline at the very start of a clock (0 or 1 ns, which GCD's wall time reads as
+    /// "forever") is long past: it fires at once on every clock of every real backend.
+    @Test(
+        .timeLimit(.minutes(1)),
+        arguments: [HarnessKind.engine, .dispatch], [TimerClock.monotonic, .boottime, .wall])
+    func aDeadlineAtTheClocksStartFiresAtOnce(kind: HarnessKind, clock: TimerClock) throws {
+        let backend: SafeDispatchTimer.Backend = kind == .dispatch ? .dispatch : .engine(.shared)
+        for nanoseconds: Int64 in [0, 1, 2] {
+            let fired = Atomic<Int>(0)
+            let timer = SafeDispatchTimer(backend: backend, clock: clock)
+            let deadline = TimerInstant(nanoseconds: nanoseconds)
+            #expect(timer.schedule(at: deadline) { _ in fired.add(1, ordering: .relaxed) })
+            #expect(eventually { fired.load(ordering: .relaxed) == 1 }, "\(kind) \(clock) at \(nanoseconds) ns")
+            #expect(timer.state == .idle)
+        }
+    }
     /// `missed + 1`, and nothing is early. In virtual time: 0, 1, 2, … exactly, on time.
     static func expectOnGrid(
         _ ticks: [Tick],

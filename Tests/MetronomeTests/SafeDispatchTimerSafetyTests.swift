@@ -273,6 +273,32 @@ struct SafeDispatchTimerSafetyTests {
         #expect(calls.current == 1, "the handler ran again after cancelling itself")
     }
 
+    /// On virtual time handlers nest: one that advances its timeline runs, on its own
+    /// stack, the handlers falling due. A nested handler's `cancelAndWait()` of a timer
+    /// whose handler runs further up that stack returns at once (waiting would be waiting
+    /// for itself), and the outer timer is cancelled. Run on a thread of its own, so a
+    /// deadlock fails the test instead of hanging it.
+    @Test(.timeLimit(.minutes(1)))
+    func cancelAndWaitOfAnOuterHandlerOnTheSameStackReturnsAtOnce() throws {
+        let timeline = ManualTimeline()
+        let outer = SafeDispatchTimer(backend: .custom(timeline))
+        let inner = SafeDispatchTimer(backend: .custom(timeline))
+        let returned = Gate()
+        #expect(inner.schedule(after: .seconds(2)) { _ in outer.cancelAndWait() })
+        #expect(
+            outer.schedule(after: .seconds(1), every: .seconds(1)) { _ in
+                timeline.advance(by: .seconds(5))
+            })
+        let thread = try PosixThread.spawn {
+            timeline.advance(by: .seconds(1))
+            returned.open()
+        }
+        try #require(returned.wait(timeout: .seconds(10)), "cancelAndWait of an outer handler deadlocked")
+        thread.join()
+        #expect(outer.state == .cancelled)
+        #expect(inner.state == .idle)
+    }
+
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real, [false, true])
     func cancelAndWaitWaitsForTheRunningHandler(kind: HarnessKind, onQueue: Bool) throws {
         let harness = try kind.make()

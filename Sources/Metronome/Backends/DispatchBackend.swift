@@ -30,6 +30,8 @@ struct DispatchBackend: TimerBackend {
             let delta = deadline.addingSaturating(-clock.now().nanoseconds)
             source.schedule(deadline: .now() + .nanoseconds(Int(delta)), repeating: repeating, leeway: leeway)
         case .wall:
+            // dispatch_walltime reads 0 and 1 ns as DISPATCH_TIME_FOREVER.
+            let deadline = max(deadline, 2)
             let wall = DispatchWallTime(
                 timespec: timespec(
                     tv_sec: Int(deadline / nanosecondsPerSecond), tv_nsec: Int(deadline % nanosecondsPerSecond))

@@ -172,7 +172,9 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     /// The slot `expiry` falls in: the first instant of the granularity at or after it.
     private func slot(of expiry: Int64) -> Int64 {
         let (rounded, overflow) = expiry.addingReportingOverflow(self.granularity - 1)
-        return overflow ? .max : rounded - rounded % self.granularity
+        // No slot before 0, which no schedule can hold: a value expiring before 0 (on a
+        // virtual timeline standing there) expires at 0, late rather than never.
+        return overflow ? .max : max(rounded - rounded % self.granularity, 0)
     }
 
     /// Puts `entry` at the head of `slot`'s list; a new slot's arming is reserved here and
