@@ -280,13 +280,18 @@ struct ExpiringValueTests {
                     table.withLock { _ = $0.removeValue(forKey: value.id) }
                 }
                 table.withLock { $0[id] = value }
-                // Released at once by their owner: these must never expire.
-                _ = ExpiringValue(TrackedValue(-1), lifetime: lifetime, engine: engine) { _ in expired.append(-1) }
+                // Released at once by their owner: these must never expire. Ten lifetimes
+                // long, so that only a broken release, not a worker stalled between making
+                // and releasing one, lets one expire.
+                _ = ExpiringValue(TrackedValue(-1), lifetime: lifetime * 10, engine: engine) { _ in
+                    expired.append(-1)
+                }
             }
         }
         #expect(expired.wait(forCount: count, timeout: .seconds(30)))
+        // Until the released values' lifetimes (at most 400 ms) have passed.
+        #expect(!eventually(timeout: .milliseconds(500)) { expired.entries.contains(-1) }, "a released value expired")
         let ids = expired.entries
-        #expect(!ids.contains(-1), "a released value expired")
         #expect(Set(ids).count == count, "\(ids.count) expiries for \(count) values")
         // Only a scheduling stall longer than a lifetime leaves one behind: it expired before
         // its worker put it in the table.
