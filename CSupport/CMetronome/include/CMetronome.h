@@ -30,7 +30,9 @@
 
 typedef struct mtr_engine mtr_engine;
 
-/* A timer's name: slot index in the low 32 bits, generation in the high. */
+/* A timer's name: slot index in the low 32 bits, generation in the high.
+ * Meaningful only to the engine that made it: an id carries no mark of its
+ * engine, so another engine's id may name one of this engine's timers. */
 typedef uint64_t mtr_timer_id;
 
 typedef enum __attribute__((enum_extensibility(closed))) mtr_clock_id {
