@@ -195,7 +195,7 @@ public final class TimerScheduler: Sendable {
     ///   cancelled.
     @discardableResult
     public func cancel(_ id: TimerID) -> Bool {
-        self.cancel(CollectionOfOne(id)) == 1
+        self.cancelLocked(CollectionOfOne(id)) == 1
     }
 
     /// Cancels timers, from any thread; ids that are no longer active are skipped.
@@ -203,7 +203,12 @@ public final class TimerScheduler: Sendable {
     /// - Returns: How many timers were cancelled, each with one ``Event/cancelled(_:)``.
     @discardableResult
     public func cancel(_ ids: some Sequence<TimerID>) -> Int {
-        let ids = Array(ids)  // the caller's sequence runs no code under the lock
+        // Read before locking: a lazy sequence may run code that asks this scheduler.
+        self.cancelLocked(Array(ids))
+    }
+
+    /// Cancels `ids`, read under the lock: only collections that run no caller code.
+    private func cancelLocked(_ ids: some Collection<TimerID>) -> Int {
         let removed = self.state.withLockedValue { state -> [SafeDispatchTimer] in
             var removed: [SafeDispatchTimer] = []
             for id in ids {

@@ -402,7 +402,8 @@ struct ExpiringValueVirtualTimeTests {
     func aValueDueBeforeZeroExpiresAtZero(start: Int64) {
         let timeline = ManualTimeline(startingAt: TimerInstant(nanoseconds: start))
         let expiries = Recorder<String>()
-        let value = ExpiringValue("session", lifetime: .nanoseconds(10), backend: .custom(timeline)) {
+        let lifetime: Duration = start == .min ? .zero : .nanoseconds(10)
+        let value = ExpiringValue("session", lifetime: lifetime, backend: .custom(timeline)) {
             expiries.append($0)
         }
         #expect(value.value == "session")

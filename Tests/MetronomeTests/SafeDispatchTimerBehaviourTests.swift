@@ -612,15 +612,6 @@ struct SafeDispatchTimerBehaviourTests {
         }
     }
 
-    // MARK: Helpers
-
-    /// The blocking call, from a synchronous context as its `noasync` mark asks.
-    static func cancelAndWait(_ timer: SafeDispatchTimer) {
-        timer.cancelAndWait()
-    }
-
-    /// Ticks of one schedule: `scheduled == start + sequence · period`, sequences advance by
-
     /// A deadline at the very start of a clock (0 or 1 ns, which GCD's wall time reads as
     /// "forever") is long past: it fires at once on every clock of every real backend.
     @Test(
@@ -637,6 +628,15 @@ struct SafeDispatchTimerBehaviourTests {
             #expect(timer.state == .idle)
         }
     }
+
+    // MARK: Helpers
+
+    /// The blocking call, from a synchronous context as its `noasync` mark asks.
+    static func cancelAndWait(_ timer: SafeDispatchTimer) {
+        timer.cancelAndWait()
+    }
+
+    /// Ticks of one schedule: `scheduled == start + sequence · period`, sequences advance by
     /// `missed + 1`, and nothing is early. In virtual time: 0, 1, 2, … exactly, on time.
     static func expectOnGrid(
         _ ticks: [Tick],

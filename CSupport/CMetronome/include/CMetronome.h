@@ -299,9 +299,10 @@ int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock or a negative value;
  * EOVERFLOW when deadline + leeway does not fit in 63 bits; ENOMEM when
- * the timer goes into a clock's timer set it is not in, that set must grow,
- * and memory has run out (the timer then keeps its old schedule; a move
- * within one clock needs no memory); ESHUTDOWN once the engine is stopping
+ * the timer goes into a clock's timer set it is not in, that set must grow
+ * (it keeps room for the timers a burst being fired took out of it), and
+ * memory has run out: the timer then keeps its old schedule, and a move
+ * within one clock needs no memory; ESHUTDOWN once the engine is stopping
  * (and in a forked child).
  */
 int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
