@@ -336,8 +336,9 @@ public final class SafeDispatchTimer: Sendable {
     ///
     /// The calling thread blocks while a handler runs. From inside the timer's own handler
     /// it cancels and returns at once, and so it does from any handler that handler led to
-    /// on the same stack (virtual time fires handlers on the stack of whatever advances it). Do not call it while holding a lock that the handler
-    /// takes. In `async` code use ``cancelAndAwaitHandlers()``, which suspends instead.
+    /// on the same stack (virtual time fires handlers on the stack of whatever advances it).
+    /// Do not call it while holding a lock that the handler takes. In `async` code use
+    /// ``cancelAndAwaitHandlers()``, which suspends instead.
     @available(*, noasync, message: "Use `await cancelAndAwaitHandlers()`: it suspends instead of blocking a thread")
     public func cancelAndWait() {
         self.core.cancelAndWait()
