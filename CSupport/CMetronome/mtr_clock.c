@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-bool
-mtr_clock_valid_(mtr_clock_id clock)
-{
-	return (unsigned)clock < MTR_CLOCK_COUNT;
-}
-
 int
 mtr_clock_posix_(mtr_clock_id clock)
 {

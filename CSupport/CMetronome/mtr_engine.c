@@ -225,21 +225,11 @@ mtr_engine_config_check(const mtr_engine_config *config,
 	return bad == MTR_SETTING_NONE ? 0 : EINVAL;
 }
 
-/* Adaptive: a waiter spins a little before it sleeps. A shard's lock is
- * held for tens of nanoseconds, so a second thread arming in it at once
- * would otherwise pay a futex sleep and wake-up per operation (two
- * threads' add+cancel: 0.22x one thread's rate with a plain mutex,
- * 0.5-0.67x with this one; metronome scale on 2 cores). */
+/* Zeroed, its lock is free and its event has no waiter (mtr_lock.c). */
 static void
 mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index)
 {
 	memset(shard, 0, sizeof(*shard));
-	pthread_mutexattr_t lock_attributes;
-	pthread_mutexattr_init(&lock_attributes);
-	pthread_mutexattr_settype(&lock_attributes, PTHREAD_MUTEX_ADAPTIVE_NP);
-	pthread_mutex_init(&shard->lock, &lock_attributes);
-	pthread_mutexattr_destroy(&lock_attributes);
-	pthread_cond_init(&shard->callback_done, NULL);
 	shard->engine = engine;
 	bool sharded = engine->shard_count > 1;
 	shard->id_base = sharded ? index << MTR_SHARD_SHIFT : 0;
@@ -306,7 +296,7 @@ mtr_engine_request_stop_locked_(mtr_engine *engine)
 	engine->stopping = true;
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
-		pthread_mutex_lock(&shard->lock);
+		mtr_lock_take_(&shard->lock);
 		/* An expired timerfd stays readable, so this wake-up is never
 		 * lost whatever the loop is doing. */
 		if (first && s == 0)
@@ -316,7 +306,7 @@ mtr_engine_request_stop_locked_(mtr_engine *engine)
 		if (shard->spinning_clock >= 0)
 			mtr_shard_interrupt_spin_locked_(shard,
 			    (mtr_clock_id)shard->spinning_clock);
-		pthread_mutex_unlock(&shard->lock);
+		mtr_lock_give_(&shard->lock);
 	}
 	return pthread_equal(pthread_self(), engine->thread);
 }
@@ -394,7 +384,7 @@ mtr_engine_get_counters(mtr_engine *engine, mtr_counters *out_counters)
 	memset(out_counters, 0, sizeof(*out_counters));
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
-		pthread_mutex_lock(&shard->lock);
+		mtr_lock_take_(&shard->lock);
 		const mtr_counters *c = &shard->counters;
 		out_counters->wakeups += c->wakeups;
 		out_counters->fired += c->fired;
@@ -412,7 +402,7 @@ mtr_engine_get_counters(mtr_engine *engine, mtr_counters *out_counters)
 		out_counters->armed += shard->batch.live;
 		out_counters->memory_bytes += mtr_slots_bytes_(shard) +
 		    (size_t)shard->batch.count * sizeof(*shard->batch.entries);
-		pthread_mutex_unlock(&shard->lock);
+		mtr_lock_give_(&shard->lock);
 	}
 	return 0;
 }
@@ -432,7 +422,7 @@ mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock)
 	int rc = 0;
 	for (uint32_t s = 0; s < engine->shard_count && rc == 0; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
-		pthread_mutex_lock(&shard->lock);
+		mtr_lock_take_(&shard->lock);
 		/* Stopped, the timerfd is nobody's to move; in a forked
 		 * child it is the parent's. */
 		if (shard->stopping) {
@@ -444,7 +434,7 @@ mtr_engine_clock_changed(mtr_engine *engine, mtr_clock_id clock)
 			 * what is due and re-arms for the rest. */
 			mtr_queue_set_fd_locked_(&shard->clocks[clock], 1);
 		}
-		pthread_mutex_unlock(&shard->lock);
+		mtr_lock_give_(&shard->lock);
 	}
 	return rc;
 }

@@ -18,19 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Tells the core it is in a spin-wait loop: a cheaper, friendlier spin. */
-static inline void
-mtr_spin_hint_(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 /*
  * Spins, unlocked, until @clock reads @deadline_ns, or until the clock's
  * set changes at its top or the engine stops (mtr_shard_interrupt_spin_
@@ -43,12 +30,12 @@ mtr_shard_spin_until_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 	uint32_t epoch = atomic_load_explicit(&shard->spin_epoch,
 	    memory_order_relaxed);
 	shard->spinning_clock = (int)clock;
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 	while (mtr_clock_read_(clock) < deadline_ns &&
 	    atomic_load_explicit(&shard->spin_epoch, memory_order_relaxed) ==
 	    epoch)
 		mtr_spin_hint_();
-	pthread_mutex_lock(&shard->lock);
+	mtr_lock_take_(&shard->lock);
 	shard->spinning_clock = -1;
 }
 
@@ -177,9 +164,9 @@ mtr_shard_fire_due_locked_(struct mtr_shard *shard,
 		void *context = shard->timers[entry.timer].context;
 		shard->running = tick.timer;
 
-		pthread_mutex_unlock(&shard->lock);
+		mtr_lock_give_(&shard->lock);
 		shard->engine->config.on_fire(context, &tick);
-		pthread_mutex_lock(&shard->lock);
+		mtr_lock_take_(&shard->lock);
 
 		shard->running = 0;
 		if (shard->release_running) {
@@ -187,7 +174,7 @@ mtr_shard_fire_due_locked_(struct mtr_shard *shard,
 			mtr_shard_release_locked_(shard, context);
 		}
 		if (shard->sync_waiters > 0)
-			pthread_cond_broadcast(&shard->callback_done);
+			mtr_event_signal_(&shard->callback_done);
 	}
 	state->firing = false;
 	/* A batch that is over gives back the room its entries kept. */
@@ -227,7 +214,7 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 		abort();
 	}
 
-	pthread_mutex_lock(&shard->lock);
+	mtr_lock_take_(&shard->lock);
 	/* An expiry seen in the same epoll_wait as another shard's, whose
 	 * wake-up has fired this shard's due timers and re-armed its timerfd
 	 * for later since: stale, and the timerfd will wake again. Only that
@@ -235,7 +222,7 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 	mtr_engine *engine = shard->engine;
 	if (engine->shard_count > 1 && error != ECANCELED &&
 	    state->armed_ns > mtr_clock_read_(state->set.clock)) {
-		pthread_mutex_unlock(&shard->lock);
+		mtr_lock_give_(&shard->lock);
 		return;
 	}
 	if (n == (ssize_t)sizeof(expirations)) {
@@ -247,7 +234,7 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 	uint64_t fired = 0;
 	state->armed_ns = INT64_MAX; /* it has expired */
 	mtr_shard_fire_due_locked_(shard, state, &fired);
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 
 	/* The wake-up serves every shard: each fires what is due on this
 	 * clock and re-arms for the rest, so that the shards' wake-ups
@@ -256,9 +243,9 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 		struct mtr_shard *other = &engine->shards[s];
 		if (other == shard)
 			continue;
-		pthread_mutex_lock(&other->lock);
+		mtr_lock_take_(&other->lock);
 		mtr_shard_fire_due_locked_(other,
 		    &other->clocks[state->set.clock], &fired);
-		pthread_mutex_unlock(&other->lock);
+		mtr_lock_give_(&other->lock);
 	}
 }

@@ -148,6 +148,53 @@ struct mtr_timerset {
 	mtr_clock_id clock;
 };
 
+/* Tells the core it is in a spin-wait loop: a cheaper, friendlier spin. */
+static inline void
+mtr_spin_hint_(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* mtr_lock.c: a shard's lock, a word, and the event its holders wait on.
+ * Zeroed, a lock is free and an event has no waiter. */
+enum { MTR_LOCK_FREE, MTR_LOCK_HELD, MTR_LOCK_SLEEPERS };
+
+struct mtr_lock {
+	_Atomic uint32_t word;
+};
+
+struct mtr_event {
+	_Atomic uint32_t epoch;
+};
+
+void mtr_lock_take_contended_(struct mtr_lock *lock);
+void mtr_lock_wake_(struct mtr_lock *lock);
+void mtr_event_wait_(struct mtr_event *event, struct mtr_lock *lock);
+void mtr_event_signal_(struct mtr_event *event);
+
+static inline void
+mtr_lock_take_(struct mtr_lock *lock)
+{
+	uint32_t free = MTR_LOCK_FREE;
+	if (!atomic_compare_exchange_strong_explicit(&lock->word, &free,
+	    MTR_LOCK_HELD, memory_order_acquire, memory_order_relaxed))
+		mtr_lock_take_contended_(lock);
+}
+
+static inline void
+mtr_lock_give_(struct mtr_lock *lock)
+{
+	if (atomic_exchange_explicit(&lock->word, MTR_LOCK_FREE,
+	    memory_order_release) == MTR_LOCK_SLEEPERS)
+		mtr_lock_wake_(lock);
+}
+
 struct mtr_clock_state {
 	struct mtr_timerset set;
 	struct event *event;
@@ -166,8 +213,8 @@ struct mtr_clock_state {
  * Aligned so that two shards' locks never share a cache line.
  */
 struct mtr_shard {
-	_Alignas(64) pthread_mutex_t lock;
-	pthread_cond_t callback_done;
+	_Alignas(64) struct mtr_lock lock;
+	struct mtr_event callback_done; /* a callback ended; sync_waiters wait */
 	mtr_engine *engine;
 	/* Ored into the slot index of this shard's ids (mtr_shard_of_). */
 	uint32_t id_base;
@@ -297,8 +344,13 @@ mtr_advise_huge_(void *array, size_t bytes)
 }
 
 /* mtr_clock.c */
+static inline bool
+mtr_clock_valid_(mtr_clock_id clock)
+{
+	return (unsigned)clock < MTR_CLOCK_COUNT;
+}
+
 int64_t mtr_clock_read_(mtr_clock_id clock);
-bool mtr_clock_valid_(mtr_clock_id clock);
 int mtr_clock_posix_(mtr_clock_id clock);
 
 /* mtr_timerset.c: all called with the shard's lock held. */
@@ -371,9 +423,9 @@ mtr_shard_release_locked_(struct mtr_shard *shard, void *context)
 {
 	if (shard->engine->config.on_release == NULL)
 		return;
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 	shard->engine->config.on_release(context);
-	pthread_mutex_lock(&shard->lock);
+	mtr_lock_take_(&shard->lock);
 }
 
 /* Ends a spin on @clock: its set changed, so the spun-for timer may be gone

@@ -46,7 +46,7 @@ mtr_shard_disarm_all_locked_(struct mtr_shard *shard)
 static void
 mtr_shard_drop_timers_(struct mtr_shard *shard)
 {
-	pthread_mutex_lock(&shard->lock);
+	mtr_lock_take_(&shard->lock);
 	mtr_shard_disarm_all_locked_(shard);
 	if (shard->release_running) {
 		/* Only in a forked child: the parent's firing thread was to
@@ -66,7 +66,7 @@ mtr_shard_drop_timers_(struct mtr_shard *shard)
 	mtr_slots_free_(shard);
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
 		mtr_timerset_free_(&shard->clocks[c].set);
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 }
 
 void
@@ -89,8 +89,6 @@ mtr_shard_free_(struct mtr_shard *shard, bool free_events)
 	}
 	mtr_slots_free_(shard);
 	mtr_batch_free_(&shard->batch);
-	pthread_cond_destroy(&shard->callback_done);
-	pthread_mutex_destroy(&shard->lock);
 }
 
 void

@@ -39,10 +39,10 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 {
 	struct mtr_shard *shard = mtr_timer_home_shard_(engine);
 
-	pthread_mutex_lock(&shard->lock);
+	mtr_lock_take_(&shard->lock);
 	int rc = shard->stopping ? ESHUTDOWN :
 	    mtr_slots_take_locked_(shard, context, out_timer);
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 	return rc;
 }
 
@@ -61,19 +61,23 @@ mtr_timer_schedule_check_(mtr_clock_id clock, int64_t deadline_ns,
 }
 
 /* Replaces the schedule of @timer, slot @index: a move within its clock's
- * heap when it is there, else a remove and an add. Whatever memory that
- * needs is found first, so an ENOMEM leaves the old schedule as it was. */
+ * heap when it is there, which needs no memory, else a remove and an add.
+ * The add's memory is found first, so an ENOMEM leaves the old schedule as
+ * it was. */
 static int
 mtr_timer_arm_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     uint32_t index, mtr_clock_id clock, int64_t deadline_ns,
     int64_t period_ns, int64_t leeway_ns)
 {
-	int rc = mtr_queue_make_room_locked_(shard, timer, clock);
-	if (rc != 0)
-		return rc;
+	bool in_heap = mtr_slot_clock_(timer->heap_slot) == clock;
+	if (!in_heap) {
+		int rc = mtr_queue_make_room_locked_(shard, timer, clock);
+		if (rc != 0)
+			return rc;
+	}
 	timer->deadline_ns = deadline_ns;
 	timer->period_ns = period_ns;
-	if (mtr_slot_clock_(timer->heap_slot) == clock) {
+	if (in_heap) {
 		mtr_queue_move_locked_(shard, timer, clock,
 		    deadline_ns + leeway_ns);
 		return 0;
@@ -95,10 +99,10 @@ mtr_timer_lock_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
 	struct mtr_shard *shard = mtr_shard_of_(engine, id, slot);
 	if (shard == NULL)
 		return NULL;
-	pthread_mutex_lock(&shard->lock);
+	mtr_lock_take_(&shard->lock);
 	*out_timer = mtr_slots_lookup_locked_(shard, *slot, id);
 	if (*out_timer == NULL) {
-		pthread_mutex_unlock(&shard->lock);
+		mtr_lock_give_(&shard->lock);
 		return NULL;
 	}
 	return shard;
@@ -139,7 +143,7 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 		if (shard->running == id)
 			shard->running = *out_renamed;
 	}
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 	return rc;
 }
 
@@ -194,7 +198,7 @@ mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 	    &timer);
 	if (shard == NULL)
 		return EINVAL;
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 	return 0;
 }
 
@@ -217,11 +221,11 @@ mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 		mtr_engine_hold_(engine);
 		shard->sync_waiters++;
 		while (shard->running == id)
-			pthread_cond_wait(&shard->callback_done, &shard->lock);
+			mtr_event_wait_(&shard->callback_done, &shard->lock);
 		shard->sync_waiters--;
 		free_now = mtr_engine_release_hold_(engine);
 	}
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 	if (free_now)
 		mtr_engine_free_(engine);
 	return 0;
@@ -248,7 +252,7 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 		must_release = true;
 	}
 	mtr_slots_give_back_locked_(shard, slot);
-	pthread_mutex_unlock(&shard->lock);
+	mtr_lock_give_(&shard->lock);
 	if (must_release && engine->config.on_release != NULL)
 		engine->config.on_release(release);
 	return 0;
@@ -281,12 +285,12 @@ mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
 	int rc = 0;
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
-		pthread_mutex_lock(&shard->lock);
+		mtr_lock_take_(&shard->lock);
 		if (shard->stopping)
 			rc = ESHUTDOWN;
 		else
 			mtr_shard_age_locked_(shard, arms, reuses);
-		pthread_mutex_unlock(&shard->lock);
+		mtr_lock_give_(&shard->lock);
 	}
 	return rc;
 }

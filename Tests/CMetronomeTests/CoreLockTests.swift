@@ -1,0 +1,93 @@
+// A shard's lock (mtr_lock.c) under more threads than CPUs, so that holders are preempted
+// and waiters sleep: every operation still happens exactly once, and every thread waiting
+// in cancel_sync for one callback is woken when it ends, and not before.
+import CMetronome
+import Glibc
+import Synchronization
+import Testing
+
+extension CoreContractTests {
+    @Suite(.serialized, .tags(.realTime))
+    struct ShardLock {
+        /// Eight threads create, arm, move, cancel and destroy timers in one shard at once:
+        /// no two are given one slot, and the counts the shard keeps under its lock come out
+        /// exactly as the threads' own (a lost update or a torn heap would not).
+        @Test(.timeLimit(.minutes(1)))
+        func oneShardCountsEveryOperationOfManyThreads() throws {
+            let engine = try Engine(shards: 1)
+            let handle = EngineRef(handle: engine.handle)
+            let threads = 8
+            let timersPerThread = 250
+            let rounds = 600
+            let far = Time.monotonic() + 3_600 * Time.s
+            let results = Monitor([(ids: [mtr_timer_id], armed: Int, failures: Int)]())
+            let workers = try (0..<threads).map { k in
+                try PosixThread.spawn {
+                    var random = SplitMix64(seed: 0x10C4 + UInt64(k))
+                    var ids = [mtr_timer_id](repeating: 0, count: timersPerThread)
+                    var armed = [Bool](repeating: false, count: timersPerThread)
+                    var failures = 0
+                    for i in ids.indices where mtr_timer_create(handle.handle, nil, &ids[i]) != 0 {
+                        failures += 1
+                    }
+                    for _ in 0..<rounds {
+                        for i in ids.indices {
+                            let deadline = far + random.next(below: Time.s)
+                            if random.next(below: 3) == 0 {
+                                failures += Int(mtr_timer_cancel(handle.handle, ids[i]) == 0 ? 0 : 1)
+                                armed[i] = false
+                            } else {
+                                let rc = mtr_timer_arm_once(handle.handle, ids[i], .MTR_CLOCK_MONOTONIC, deadline, 0)
+                                failures += rc == 0 ? 0 : 1
+                                armed[i] = true
+                            }
+                        }
+                    }
+                    let live = armed.filter { $0 }.count
+                    results.update { $0.append((ids, live, failures)) }
+                }
+            }
+            workers.forEach { $0.join() }
+            let all = results.read { $0 }
+            try #require(all.count == threads)
+            #expect(all.map(\.failures).reduce(0, +) == 0)
+            let ids = all.flatMap(\.ids)
+            #expect(Set(ids).count == threads * timersPerThread, "a slot went to two timers")
+            #expect(engine.counters.timers == UInt64(threads * timersPerThread))
+            #expect(engine.counters.armed == UInt64(all.map(\.armed).reduce(0, +)))
+            for id in ids { #expect(mtr_timer_destroy(engine.handle, id) == 0) }
+            #expect(engine.counters.timers == 0)
+            #expect(engine.counters.armed == 0)
+            engine.destroy()
+        }
+
+        /// Four threads wait in cancel_sync for one running callback: none returns while it
+        /// runs, and each returns once it ends.
+        @Test(.timeLimit(.minutes(1)))
+        func everyCancelSyncWaiterReturnsWhenTheCallbackEnds() throws {
+            let engine = try Engine()
+            let entered = Atomic<Bool>(false)
+            let finish = Atomic<Bool>(false)
+            let probe = try engine.makeTimer { _ in
+                entered.store(true, ordering: .releasing)
+                while !finish.load(ordering: .acquiring) { Time.sleep(100 * Time.us) }
+            }
+            try #require(probe.armOnce(at: Time.monotonic()) == 0)
+            #expect(eventually { entered.load(ordering: .acquiring) })
+            let returned = Atomic<Int>(0)
+            let waiters = try (0..<4).map { _ in
+                try PosixThread.spawn {
+                    if probe.cancelSync() == 0 { returned.add(1, ordering: .releasing) }
+                }
+            }
+            Time.sleep(50 * Time.ms)
+            #expect(returned.load(ordering: .acquiring) == 0, "cancel_sync returned during the callback")
+            finish.store(true, ordering: .releasing)
+            waiters.forEach { $0.join() }
+            #expect(returned.load(ordering: .acquiring) == 4)
+            #expect(probe.destroy() == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+    }
+}
