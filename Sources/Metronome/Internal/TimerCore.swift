@@ -100,7 +100,10 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// A `DispatchTime` on this timer's clock.
     private func nanoseconds(of deadline: DispatchTime) -> Int64 {
-        DispatchConversions.deadline(deadline, on: self.clock, now: self.firing.now)
+        // A closure, not the method `self.firing.now`: that would capture the backend, a
+        // retain and a release on every reschedule, even on the monotonic clock, which
+        // never reads it.
+        DispatchConversions.deadline(deadline, on: self.clock) { self.firing.now($0) }
     }
 
     private static func schedule(start: Int64, period: Int64?, leeway: Int64) -> TimerSchedule? {
