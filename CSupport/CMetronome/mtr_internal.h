@@ -181,8 +181,8 @@ void mtr_event_signal_(struct mtr_event *event);
 static inline void
 mtr_lock_take_(struct mtr_lock *lock)
 {
-	uint32_t free = MTR_LOCK_FREE;
-	if (!atomic_compare_exchange_strong_explicit(&lock->word, &free,
+	uint32_t expected = MTR_LOCK_FREE;
+	if (!atomic_compare_exchange_strong_explicit(&lock->word, &expected,
 	    MTR_LOCK_HELD, memory_order_acquire, memory_order_relaxed))
 		mtr_lock_take_contended_(lock);
 }
