@@ -175,7 +175,10 @@ struct mtr_event {
 
 void mtr_lock_take_contended_(struct mtr_lock *lock);
 void mtr_lock_wake_(struct mtr_lock *lock);
+/* With @lock held: gives it up until @event is next signalled, then takes
+ * it back. */
 void mtr_event_wait_(struct mtr_event *event, struct mtr_lock *lock);
+/* With the waiters' lock held: wakes every waiter. */
 void mtr_event_signal_(struct mtr_event *event);
 
 static inline void

@@ -23,6 +23,7 @@
  */
 #include "mtr_internal.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -34,19 +35,24 @@
 #define MTR_LOCK_SPINS 100
 
 /* Sleeps while @word holds @expected. A wake-up, a changed word, EINTR and
- * a spurious return all send the caller back to look again. */
+ * a spurious return all send the caller back to look again. Neither call
+ * changes errno: taking a lock must not, as glibc's mutex never did. */
 static void
 mtr_futex_wait_(_Atomic uint32_t *word, uint32_t expected)
 {
+	int saved_errno = errno;
 	(void)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL,
 	    NULL, 0);
+	errno = saved_errno;
 }
 
 static void
 mtr_futex_wake_(_Atomic uint32_t *word, int count)
 {
+	int saved_errno = errno;
 	(void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, count, NULL, NULL,
 	    0);
+	errno = saved_errno;
 }
 
 void
@@ -80,18 +86,21 @@ mtr_lock_wake_(struct mtr_lock *lock)
 
 /* The epoch is read under @lock and moved under it, so a signal between
  * giving the lock up and sleeping changes it, and the sleep returns at
- * once. */
+ * once; a wake-up that left it unchanged (a signal handler, a stray wake
+ * of a reused word) sleeps again. */
 void
 mtr_event_wait_(struct mtr_event *event, struct mtr_lock *lock)
 {
 	uint32_t seen = atomic_load_explicit(&event->epoch,
 	    memory_order_relaxed);
-	mtr_lock_give_(lock);
-	mtr_futex_wait_(&event->epoch, seen);
-	mtr_lock_take_(lock);
+	do {
+		mtr_lock_give_(lock);
+		mtr_futex_wait_(&event->epoch, seen);
+		mtr_lock_take_(lock);
+	} while (atomic_load_explicit(&event->epoch, memory_order_relaxed) ==
+	    seen);
 }
 
-/* With the waiters' lock held. */
 void
 mtr_event_signal_(struct mtr_event *event)
 {

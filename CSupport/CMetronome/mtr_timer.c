@@ -215,13 +215,15 @@ mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 	/* On the firing thread nothing else of ours can be running, and
 	 * waiting for ourselves would never end. The wait holds the engine:
 	 * a callback may destroy it meanwhile, and then this thread, not the
-	 * firing one, may be the last to let go and free it. */
+	 * firing one, may be the last to let go and free it. The callback
+	 * running is this timer's, and callbacks run one at a time: the
+	 * shard's next callback end is its end, even should it move its
+	 * timer meanwhile, which renames shard->running. */
 	if (shard->running == id &&
 	    !pthread_equal(pthread_self(), engine->thread)) {
 		mtr_engine_hold_(engine);
 		shard->sync_waiters++;
-		while (shard->running == id)
-			mtr_event_wait_(&shard->callback_done, &shard->lock);
+		mtr_event_wait_(&shard->callback_done, &shard->lock);
 		shard->sync_waiters--;
 		free_now = mtr_engine_release_hold_(engine);
 	}

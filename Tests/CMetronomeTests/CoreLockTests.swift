@@ -1,6 +1,7 @@
 // A shard's lock (mtr_lock.c) under more threads than CPUs, so that holders are preempted
 // and waiters sleep: every operation still happens exactly once, and every thread waiting
-// in cancel_sync for one callback is woken when it ends, and not before.
+// in cancel_sync for one callback is woken when it ends, and not before, whatever
+// interrupts its sleep.
 import CMetronome
 import Glibc
 import Synchronization
@@ -86,6 +87,70 @@ extension CoreContractTests {
             waiters.forEach { $0.join() }
             #expect(returned.load(ordering: .acquiring) == 4)
             #expect(probe.destroy() == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
+        /// A `cancel_sync` waiting for a callback that moves its own timer (a new id, so
+        /// `shard->running` is renamed) keeps waiting until the callback ends, though
+        /// signals keep interrupting its sleep. It used to return at the first signal
+        /// after the move.
+        @Test(.timeLimit(.minutes(1)))
+        func cancelSyncOutwaitsACallbackThatMovesItsTimerThroughSignals() throws {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { _ in }  // no SA_RESTART: sleeps return EINTR
+            sigemptyset(&action.sa_mask)
+            var previous = sigaction()
+            try #require(sigaction(SIGUSR1, &action, &previous) == 0)
+            defer { sigaction(SIGUSR1, &previous, nil) }
+
+            let engine = try Engine()
+            let waiting = Atomic<Bool>(false)
+            let ended = Atomic<Bool>(false)
+            let movedTo = Atomic<UInt64>(0)
+            let probe = try engine.makeTimer { callback in
+                while !waiting.load(ordering: .acquiring) { Time.sleep(100 * Time.us) }
+                Time.sleep(20 * Time.ms)  // the waiter is asleep by now
+                var moved: mtr_timer_id = 0
+                if mtr_timer_move(
+                    callback.engine.handle, callback.tick.timer, .MTR_CLOCK_MONOTONIC,
+                    Time.monotonic() + 3_600 * Time.s, 0, 0, &moved) == 0
+                {
+                    movedTo.store(moved, ordering: .releasing)
+                }
+                Time.sleep(100 * Time.ms)
+                ended.store(true, ordering: .releasing)
+            }
+            try #require(probe.armOnce(at: Time.monotonic()) == 0)
+            let thread = Atomic<UInt>(0)
+            let endedWhenReturned = Atomic<Int>(-1)
+            let waiter = try PosixThread.spawn {
+                // A thread inherits its creator's mask, and the test runner's threads block
+                // most signals.
+                var usr1 = sigset_t()
+                sigemptyset(&usr1)
+                sigaddset(&usr1, SIGUSR1)
+                pthread_sigmask(SIG_UNBLOCK, &usr1, nil)
+                thread.store(UInt(pthread_self()), ordering: .releasing)
+                waiting.store(true, ordering: .releasing)
+                let rc = probe.cancelSync()
+                endedWhenReturned.store(rc == 0 && ended.load(ordering: .acquiring) ? 1 : 0, ordering: .releasing)
+            }
+            var signalsAfterTheMove = 0
+            while endedWhenReturned.load(ordering: .acquiring) < 0 {
+                if waiting.load(ordering: .acquiring) {
+                    let moved = movedTo.load(ordering: .acquiring) != 0
+                    pthread_kill(pthread_t(thread.load(ordering: .acquiring)), SIGUSR1)
+                    if moved { signalsAfterTheMove += 1 }
+                }
+                Time.sleep(Time.ms)
+            }
+            waiter.join()
+            #expect(signalsAfterTheMove >= 5, "the wait was not interrupted after the move")
+            #expect(endedWhenReturned.load(ordering: .acquiring) == 1, "cancel_sync returned before the callback ended")
+            let moved = movedTo.load(ordering: .acquiring)
+            try #require(moved != 0, "the callback did not move its timer")
+            #expect(mtr_timer_destroy(engine.handle, moved) == 0)
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
