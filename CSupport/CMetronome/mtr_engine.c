@@ -225,7 +225,7 @@ mtr_engine_config_check(const mtr_engine_config *config,
 	return bad == MTR_SETTING_NONE ? 0 : EINVAL;
 }
 
-/* Zeroed, its lock is free and its event has no waiter (mtr_lock.c). */
+/* Zeroed, its lock is free and its event has no waiter (mtr_lock.h). */
 static void
 mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index)
 {

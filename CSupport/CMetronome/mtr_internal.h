@@ -5,6 +5,7 @@
 #define MTR_INTERNAL_H
 
 #include "CMetronome.h"
+#include "mtr_lock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -147,56 +148,6 @@ struct mtr_timerset {
 	uint32_t capacity;
 	mtr_clock_id clock;
 };
-
-/* Tells the core it is in a spin-wait loop: a cheaper, friendlier spin. */
-static inline void
-mtr_spin_hint_(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
-/* mtr_lock.c: a shard's lock, a word, and the event its holders wait on.
- * Zeroed, a lock is free and an event has no waiter. */
-enum { MTR_LOCK_FREE, MTR_LOCK_HELD, MTR_LOCK_SLEEPERS };
-
-struct mtr_lock {
-	_Atomic uint32_t word;
-};
-
-struct mtr_event {
-	_Atomic uint32_t epoch;
-};
-
-void mtr_lock_take_contended_(struct mtr_lock *lock);
-void mtr_lock_wake_(struct mtr_lock *lock);
-/* With @lock held: gives it up until @event is next signalled, then takes
- * it back. */
-void mtr_event_wait_(struct mtr_event *event, struct mtr_lock *lock);
-/* With the waiters' lock held: wakes every waiter. */
-void mtr_event_signal_(struct mtr_event *event);
-
-static inline void
-mtr_lock_take_(struct mtr_lock *lock)
-{
-	uint32_t expected = MTR_LOCK_FREE;
-	if (!atomic_compare_exchange_strong_explicit(&lock->word, &expected,
-	    MTR_LOCK_HELD, memory_order_acquire, memory_order_relaxed))
-		mtr_lock_take_contended_(lock);
-}
-
-static inline void
-mtr_lock_give_(struct mtr_lock *lock)
-{
-	if (atomic_exchange_explicit(&lock->word, MTR_LOCK_FREE,
-	    memory_order_release) == MTR_LOCK_SLEEPERS)
-		mtr_lock_wake_(lock);
-}
 
 struct mtr_clock_state {
 	struct mtr_timerset set;

@@ -1,4 +1,4 @@
-// A shard's lock (mtr_lock.c) under more threads than CPUs, so that holders are preempted
+// A shard's lock (mtr_lock.h) under more threads than CPUs, so that holders are preempted
 // and waiters sleep: every operation still happens exactly once, and every thread waiting
 // in cancel_sync for one callback is woken when it ends, and not before, whatever
 // interrupts its sleep.
@@ -105,10 +105,12 @@ extension CoreContractTests {
             defer { sigaction(SIGUSR1, &previous, nil) }
 
             let engine = try Engine()
+            let entered = Atomic<Bool>(false)
             let waiting = Atomic<Bool>(false)
             let ended = Atomic<Bool>(false)
             let movedTo = Atomic<UInt64>(0)
             let probe = try engine.makeTimer { callback in
+                entered.store(true, ordering: .releasing)
                 while !waiting.load(ordering: .acquiring) { Time.sleep(100 * Time.us) }
                 Time.sleep(20 * Time.ms)  // the waiter is asleep by now
                 var moved: mtr_timer_id = 0
@@ -122,6 +124,7 @@ extension CoreContractTests {
                 ended.store(true, ordering: .releasing)
             }
             try #require(probe.armOnce(at: Time.monotonic()) == 0)
+            try #require(eventually { entered.load(ordering: .acquiring) })
             let thread = Atomic<UInt>(0)
             let endedWhenReturned = Atomic<Int>(-1)
             let waiter = try PosixThread.spawn {
