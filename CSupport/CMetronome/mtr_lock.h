@@ -5,22 +5,17 @@
  * operation, and the contended ones stay out of line, marked cold.
  *
  * Every timer operation takes its shard's lock once, for a few dozen
- * instructions. glibc's adaptive mutex spent about 70 more on an
- * uncontended take and give, in two calls into libc. Among a million
- * timers an operation's cost is its cache miss on the timer, and the fewer
- * instructions lie between one operation's miss and the next one's, the
- * more the processor overlaps them: with this lock, and the arm path
- * trimmed with it, metronome scale's core add+cancel went from 18.5-21.8
- * to 28.4-30.9 million a second and its pushes of random timers later
- * from 5.3-7.4 to 9.4-10.9 million (four alternating pairs of runs).
+ * instructions; glibc's adaptive mutex added two calls into libc to each.
+ * Among a million timers an operation's cost is its cache miss on the
+ * timer, and the fewer instructions lie between one operation's miss and
+ * the next one's, the more the processor overlaps them (the README's
+ * "Scale" section has the measurements).
  *
  * A contended take spins with doubling pauses before it sleeps, as glibc's
  * adaptive mutex does: the holder is usually done within the spin, a
  * thread arming in the shard would otherwise pay a futex sleep and wake-up
  * per operation, and the growing pauses leave the lock's line with its
- * holder, which may take it again at once (two threads on one shard:
- * 15.1-16.4 million add+cancel pairs a second against 7.8-15.2 with
- * glibc's mutex; metronome scale --timers 100000 --shards 1).
+ * holder, which may take it again at once.
  */
 #ifndef MTR_LOCK_H
 #define MTR_LOCK_H
@@ -33,10 +28,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Pauses before a take sleeps, about as many as glibc's adaptive mutex
- * spins: longer than a shard's critical section, far shorter than a
- * futex sleep and wake-up. */
-#define MTR_LOCK_SPINS 100
+/* A contended take pauses 1, 2, 4, ... 64 times (127 in all), looking at
+ * the lock after each round, before it sleeps: longer than a shard's
+ * critical section, far shorter than a futex sleep and wake-up. */
+#define MTR_LOCK_PAUSES 127
 
 /* Zeroed, a lock is free and an event has no waiter. */
 enum { MTR_LOCK_FREE, MTR_LOCK_HELD, MTR_LOCK_SLEEPERS };
@@ -88,7 +83,7 @@ mtr_lock_take_contended_(struct mtr_lock *lock)
 {
 	/* A spinner may take the lock past sleepers: the one its last giver
 	 * woke finds it held, marks it again and sleeps on. */
-	for (uint32_t wait = 1, spun = 0; spun < MTR_LOCK_SPINS;
+	for (uint32_t wait = 1, spun = 0; spun < MTR_LOCK_PAUSES;
 	    spun += wait, wait *= 2) {
 		for (uint32_t i = 0; i < wait; i++)
 			mtr_spin_hint_();

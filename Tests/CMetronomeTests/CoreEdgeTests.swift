@@ -133,7 +133,7 @@ extension CoreContractTests {
                 // under a call still to come: wait until its thread sleeps (in that call's
                 // wait, the only place it can block), however late a loaded machine runs it.
                 let tid = waiterThread.load(ordering: .acquiring)
-                for _ in 0..<5_000 where !Self.isSleeping(thread: tid) { Time.sleep(Time.ms) }
+                for _ in 0..<5_000 where !isSleeping(thread: tid) { Time.sleep(Time.ms) }
                 Time.sleep(5 * Time.ms)
                 mtr_engine_destroy(callback.engine.handle)
             }
@@ -171,15 +171,6 @@ extension CoreContractTests {
                 (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) == name + "\n"
             }
             return named.flatMap { Int32($0) } ?? -1
-        }
-
-        /// Whether the thread `tid` of this process is asleep (state `S` in its stat line).
-        static func isSleeping(thread tid: Int32) -> Bool {
-            // The state follows the command name, which is in parentheses and may hold any.
-            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return false }
-            return stat[close...].dropFirst(2).first == "S"
         }
 
         // MARK: fork
