@@ -10,9 +10,9 @@ import Testing
 extension CoreContractTests {
     @Suite(.serialized, .tags(.realTime))
     struct ShardLock {
-        /// Eight threads create, arm, move, cancel and destroy timers in one shard at once:
-        /// no two are given one slot, and the counts the shard keeps under its lock come out
-        /// exactly as the threads' own (a lost update or a torn heap would not).
+        /// Eight threads create, arm, re-arm and cancel timers in one shard at once: no two
+        /// are given one slot, and the counts the shard keeps under its lock come out exactly
+        /// as the threads' own (a lost update or a torn heap would not).
         @Test(.timeLimit(.minutes(1)))
         func oneShardCountsEveryOperationOfManyThreads() throws {
             let engine = try Engine(shards: 1)
@@ -22,33 +22,30 @@ extension CoreContractTests {
             let rounds = 600
             let far = Time.monotonic() + 3_600 * Time.s
             let results = Monitor([(ids: [mtr_timer_id], armed: Int, failures: Int)]())
-            let workers = try (0..<threads).map { k in
-                try PosixThread.spawn {
-                    var random = SplitMix64(seed: 0x10C4 + UInt64(k))
-                    var ids = [mtr_timer_id](repeating: 0, count: timersPerThread)
-                    var armed = [Bool](repeating: false, count: timersPerThread)
-                    var failures = 0
-                    for i in ids.indices where mtr_timer_create(handle.handle, nil, &ids[i]) != 0 {
-                        failures += 1
-                    }
-                    for _ in 0..<rounds {
-                        for i in ids.indices {
-                            let deadline = far + random.next(below: Time.s)
-                            if random.next(below: 3) == 0 {
-                                failures += Int(mtr_timer_cancel(handle.handle, ids[i]) == 0 ? 0 : 1)
-                                armed[i] = false
-                            } else {
-                                let rc = mtr_timer_arm_once(handle.handle, ids[i], .MTR_CLOCK_MONOTONIC, deadline, 0)
-                                failures += rc == 0 ? 0 : 1
-                                armed[i] = true
-                            }
+            try Shards.onThreads(threads) { k in
+                var random = SplitMix64(seed: 0x10C4 + UInt64(k))
+                var ids = [mtr_timer_id](repeating: 0, count: timersPerThread)
+                var armed = [Bool](repeating: false, count: timersPerThread)
+                var failures = 0
+                for i in ids.indices where mtr_timer_create(handle.handle, nil, &ids[i]) != 0 {
+                    failures += 1
+                }
+                for _ in 0..<rounds {
+                    for i in ids.indices {
+                        let deadline = far + random.next(below: Time.s)
+                        if random.next(below: 3) == 0 {
+                            failures += mtr_timer_cancel(handle.handle, ids[i]) == 0 ? 0 : 1
+                            armed[i] = false
+                        } else {
+                            let rc = mtr_timer_arm_once(handle.handle, ids[i], .MTR_CLOCK_MONOTONIC, deadline, 0)
+                            failures += rc == 0 ? 0 : 1
+                            armed[i] = true
                         }
                     }
-                    let live = armed.filter { $0 }.count
-                    results.update { $0.append((ids, live, failures)) }
                 }
+                let live = armed.filter { $0 }.count
+                results.update { $0.append((ids, live, failures)) }
             }
-            workers.forEach { $0.join() }
             let all = results.read { $0 }
             try #require(all.count == threads)
             #expect(all.map(\.failures).reduce(0, +) == 0)
