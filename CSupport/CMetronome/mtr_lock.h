@@ -16,6 +16,11 @@
  * thread arming in the shard would otherwise pay a futex sleep and wake-up
  * per operation, and the growing pauses leave the lock's line with its
  * holder, which may take it again at once.
+ *
+ * Under ThreadSanitizer the take and give are announced as a mutex's, so
+ * that it checks the order in which threads take shard locks and the
+ * engine's lock, as it does for a pthread mutex; bare atomics would give it
+ * the ordering but not the lock.
  */
 #ifndef MTR_LOCK_H
 #define MTR_LOCK_H
@@ -27,6 +32,27 @@
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define MTR_LOCK_ANNOUNCED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MTR_LOCK_ANNOUNCED 1
+#endif
+#endif
+
+#ifdef MTR_LOCK_ANNOUNCED
+#include <sanitizer/tsan_interface.h>
+#define mtr_lock_announce_take_(lock) __tsan_mutex_pre_lock((lock), 0)
+#define mtr_lock_announce_taken_(lock) __tsan_mutex_post_lock((lock), 0, 0)
+#define mtr_lock_announce_give_(lock) __tsan_mutex_pre_unlock((lock), 0)
+#define mtr_lock_announce_given_(lock) __tsan_mutex_post_unlock((lock), 0)
+#else
+#define mtr_lock_announce_take_(lock) ((void)(lock))
+#define mtr_lock_announce_taken_(lock) ((void)(lock))
+#define mtr_lock_announce_give_(lock) ((void)(lock))
+#define mtr_lock_announce_given_(lock) ((void)(lock))
+#endif
 
 /* A contended take pauses 1, 2, 4, ... 64 times (127 in all), looking at
  * the lock after each round, before it sleeps: longer than a shard's
@@ -104,18 +130,22 @@ mtr_lock_take_contended_(struct mtr_lock *lock)
 static inline void
 mtr_lock_take_(struct mtr_lock *lock)
 {
+	mtr_lock_announce_take_(lock);
 	uint32_t expected = MTR_LOCK_FREE;
 	if (!atomic_compare_exchange_strong_explicit(&lock->word, &expected,
 	    MTR_LOCK_HELD, memory_order_acquire, memory_order_relaxed))
 		mtr_lock_take_contended_(lock);
+	mtr_lock_announce_taken_(lock);
 }
 
 static inline void
 mtr_lock_give_(struct mtr_lock *lock)
 {
+	mtr_lock_announce_give_(lock);
 	if (atomic_exchange_explicit(&lock->word, MTR_LOCK_FREE,
 	    memory_order_release) == MTR_LOCK_SLEEPERS)
 		mtr_futex_wake_(&lock->word, 1);
+	mtr_lock_announce_given_(lock);
 }
 
 /*

@@ -136,6 +136,7 @@ struct TimerStateMachine {
     ///   it has stopped for good, which cancels the timer anyway (``abandon()``): a one-shot
     ///   moved later may then keep its arming (``RescheduleAction/keepArmed``), since no
     ///   refusal the reschedule could have reported is lost.
+    @inline(__always)
     mutating func reschedule(_ schedule: TimerSchedule, canKeepArming: Bool = false) -> RescheduleAction {
         switch self.state {
         case .running(let current, let previous?) where canKeepArming && Self.firesInTime(current, for: schedule):

@@ -99,6 +99,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     /// A `DispatchTime` on this timer's clock.
+    @inline(__always)
     private func nanoseconds(of deadline: DispatchTime) -> Int64 {
         // A closure, not the method `self.firing.now`: that would capture the backend, a
         // retain and a release on every reschedule, even on the monotonic clock, which
@@ -175,22 +176,24 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
     /// current leeway, under the lock; `nil` rejects the move.
+    @inline(__always)
     func reschedule(_ makeSchedule: (_ leewayNanoseconds: Int64) -> TimerSchedule?) -> Bool {
         let outcome = self.withLockedStorage { storage -> Rescheduled in
             let leeway: Int64
             switch storage.machine.state {
             case .running(let current, _), .suspended(let current): leeway = current.leewayNanoseconds
-            case .idle, .cancelled: return .decided(.reject)
+            case .idle, .cancelled: return .settled(accepted: false)
             }
-            guard let schedule = makeSchedule(leeway) else { return .decided(.reject) }
-            let action = storage.machine.reschedule(schedule, canKeepArming: self.firing.keepsArmingsMovedLater)
-            guard case .arm(let arm) = action, self.moveInPlace(arm, &storage) else { return .decided(action) }
-            return .movedInPlace
+            guard let schedule = makeSchedule(leeway) else { return .settled(accepted: false) }
+            switch storage.machine.reschedule(schedule, canKeepArming: self.firing.keepsArmingsMovedLater) {
+            case .keepArmed, .keepSuspended: return .settled(accepted: true)
+            case .reject: return .settled(accepted: false)
+            case .arm(let arm): return self.moveInPlace(arm, &storage) ? .settled(accepted: true) : .arm(arm)
+            }
         }
         switch outcome {
-        case .movedInPlace, .decided(.keepSuspended), .decided(.keepArmed): return true
-        case .decided(.arm(let arm)): return self.accepted(arm)
-        case .decided(.reject): return false
+        case .settled(let accepted): return accepted
+        case .arm(let arm): return self.accepted(arm)
         }
     }
 
@@ -209,12 +212,15 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         return true
     }
 
-    /// How a reschedule went under the lock.
+    /// How a reschedule went under the lock. Small on purpose: a timeout pushed later on
+    /// every request ends here, and returning the machine's whole action would copy an
+    /// arming through memory each time.
     private enum Rescheduled {
-        /// The backend moved the running arming to the new schedule in place.
-        case movedInPlace
-        /// What the machine decided, still to be carried out.
-        case decided(TimerStateMachine.RescheduleAction)
+        /// Nothing left to do: whether the timer took the new schedule (kept, stored for a
+        /// resume, or moved in place by the backend).
+        case settled(accepted: Bool)
+        /// An arming to carry out outside the lock.
+        case arm(TimerStateMachine.Arm)
     }
 
     func suspend() -> Bool {
