@@ -1,7 +1,7 @@
 // A shard's lock (mtr_lock.h) under more threads than CPUs, so that holders are preempted
 // and waiters sleep: every operation still happens exactly once, and every thread waiting
 // in cancel_sync for one callback is woken when it ends, and not before, whatever
-// interrupts its sleep.
+// interrupts its sleep, a fork included.
 import CMetronome
 import Glibc
 import Synchronization
@@ -64,37 +64,11 @@ extension CoreContractTests {
         @Test(.timeLimit(.minutes(1)))
         func everyCancelSyncWaiterReturnsWhenTheCallbackEnds() throws {
             let engine = try Engine()
-            let entered = Atomic<Bool>(false)
-            let finish = Atomic<Bool>(false)
-            let probe = try engine.makeTimer { _ in
-                entered.store(true, ordering: .releasing)
-                while !finish.load(ordering: .acquiring) { Time.sleep(100 * Time.us) }
-            }
-            try #require(probe.armOnce(at: Time.monotonic()) == 0)
-            #expect(eventually { entered.load(ordering: .acquiring) })
-            let returned = Atomic<Int>(0)
-            let threads = Monitor([Int32]())
-            let waiters = try (0..<4).map { _ in
-                try PosixThread.spawn {
-                    threads.update { $0.append(currentThreadID()) }
-                    if probe.cancelSync() == 0 { returned.add(1, ordering: .releasing) }
-                }
-            }
-            // Asleep, a waiter is inside cancel_sync: the one place it can block.
-            #expect(
-                eventually {
-                    let tids = threads.read { $0 }
-                    return tids.count == 4 && tids.allSatisfy { isSleeping(thread: $0) }
-                })
-            #expect(returned.load(ordering: .acquiring) == 0, "cancel_sync returned during the callback")
-            finish.store(true, ordering: .releasing)
-            guard eventually(timeout: .seconds(10), { returned.load(ordering: .acquiring) == 4 }) else {
-                // Their threads stay blocked for good: leave them.
-                Issue.record("\(4 - returned.load(ordering: .acquiring)) cancel_sync callers were never woken")
-                return
-            }
-            waiters.forEach { $0.join() }
-            #expect(probe.destroy() == 0)
+            let sleepers = try CancelSyncSleepers(engine: engine, waiters: 4)
+            #expect(eventually { sleepers.allAsleep })
+            #expect(sleepers.returned == 0, "cancel_sync returned during the callback")
+            guard sleepers.endCallbackAndJoin() else { return }
+            #expect(sleepers.probe.destroy() == 0)
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
@@ -171,5 +145,86 @@ extension CoreContractTests {
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
+
+        /// A fork while threads sleep in cancel_sync on a running callback: the child, which
+        /// has neither the callback nor the waiters, cancels and destroys the timer and its
+        /// engine at once, releasing the context once; in the parent the waiters sleep on
+        /// through the fork's taking of every shard lock and return when the callback ends.
+        @Test(.timeLimit(.minutes(1)))
+        func aChildForkedWhileCancelSyncWaitsFindsNoCallbackRunning() throws {
+            let engine = try Engine()
+            let sleepers = try CancelSyncSleepers(engine: engine, waiters: 2)
+            let probe = sleepers.probe
+            #expect(eventually { sleepers.allAsleep })
+            let code = exitCodeOfChild {
+                guard probe.cancelSync() == 0 else { return 10 }
+                guard probe.destroy() == 0, probe.releases.load(ordering: .acquiring) == 1 else { return 11 }
+                mtr_engine_destroy(engine.handle)
+                return 0
+            }
+            #expect(code == 0, "the child waited for a callback it does not have")
+            #expect(eventually { sleepers.allAsleep }, "the fork woke the waiters")
+            #expect(sleepers.returned == 0, "cancel_sync returned during the callback")
+            guard sleepers.endCallbackAndJoin() else { return }
+            #expect(probe.destroy() == 0)
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+    }
+}
+
+/// Threads asleep in cancel_sync on one running callback, which runs until
+/// ``endCallbackAndJoin()``.
+private final class CancelSyncSleepers: Sendable {
+    /// What the callback and the waiters share with the test.
+    private final class Shared: Sendable {
+        let finish = Atomic<Bool>(false)
+        let returns = Atomic<Int>(0)
+        let threads = Monitor([Int32]())
+    }
+
+    let probe: Probe
+    private let shared: Shared
+    private let waiters: [PosixThread]
+
+    /// Starts the probe's callback and, once it runs, `waiters` threads that cancel_sync it.
+    init(engine: Engine, waiters: Int) throws {
+        let shared = Shared()
+        let entered = Atomic<Bool>(false)
+        let probe = try engine.makeTimer { _ in
+            entered.store(true, ordering: .releasing)
+            while !shared.finish.load(ordering: .acquiring) { Time.sleep(100 * Time.us) }
+        }
+        try #require(probe.armOnce(at: Time.monotonic()) == 0)
+        try #require(eventually { entered.load(ordering: .acquiring) })
+        self.waiters = try (0..<waiters).map { _ in
+            try PosixThread.spawn {
+                shared.threads.update { $0.append(currentThreadID()) }
+                if probe.cancelSync() == 0 { shared.returns.add(1, ordering: .releasing) }
+            }
+        }
+        self.probe = probe
+        self.shared = shared
+    }
+
+    /// Every waiter sleeps; asleep, a waiter is inside cancel_sync, the one place it blocks.
+    var allAsleep: Bool {
+        let tids = self.shared.threads.read { $0 }
+        return tids.count == self.waiters.count && tids.allSatisfy { isSleeping(thread: $0) }
+    }
+
+    /// Waiters whose cancel_sync returned 0.
+    var returned: Int { self.shared.returns.load(ordering: .acquiring) }
+
+    /// Ends the callback and joins the waiters once all returned; records an issue and
+    /// leaves them, blocked for good, when some are not woken within 10 s.
+    func endCallbackAndJoin() -> Bool {
+        self.shared.finish.store(true, ordering: .releasing)
+        guard eventually(timeout: .seconds(10), { self.returned == self.waiters.count }) else {
+            Issue.record("\(self.waiters.count - self.returned) cancel_sync callers were never woken")
+            return false
+        }
+        self.waiters.forEach { $0.join() }
+        return true
     }
 }
