@@ -186,9 +186,13 @@ final class StressLifecycleSubject: StressSubject {
         if pid == 0 { _exit(Self.childBody(freeDescriptors: free)) }
         guard pid > 0 else { return }  // no process to spare: not the library's fault
         var status: Int32 = 0
+        // A child killed for its time names what its threads were doing: asleep in a futex
+        // is a hang, running is a slow machine.
+        var threads = ""
         let deadline = MonotonicTime.now() + 10_000_000_000
         while waitpid(pid, &status, WNOHANG) == 0 {
             if MonotonicTime.now() > deadline {
+                threads = " after 10 s (threads: \(KernelThread.states(ofProcess: pid)))"
                 kill(pid, SIGKILL)
                 waitpid(pid, &status, 0)
                 break
@@ -198,7 +202,8 @@ final class StressLifecycleSubject: StressSubject {
         let signal = status & 0x7f
         let code = (status >> 8) & 0xff
         if signal != 0 || code != 0 {
-            self.violations.record(.forkedChild, subject: self.name, "child ended with signal \(signal), exit \(code)")
+            self.violations.record(
+                .forkedChild, subject: self.name, "child ended with signal \(signal), exit \(code)\(threads)")
         }
     }
 
