@@ -124,7 +124,11 @@ public final class TimerEngine: Sendable {
     public static var shared: TimerEngine {
         // The slot and its lock are the C core's: a fork waits while the engine is made,
         // where a lock of ours, held across a fork, would stay held in the child for good.
-        let stored = mtr_shared_lock().map { Unmanaged<TimerEngine>.fromOpaque($0).takeUnretainedValue() }
+        // No generic call here (`Optional.map` was one): unoptimized, its first call in a
+        // process fills the Swift runtime's type cache under a lock, and a child forked
+        // while another thread held that lock waited on it for good at its first use.
+        var stored: TimerEngine?
+        if let slot = mtr_shared_lock() { stored = Unmanaged<TimerEngine>.fromOpaque(slot).takeUnretainedValue() }
         if let stored, !stored.isInherited {
             mtr_shared_unlock(Unmanaged.passUnretained(stored).toOpaque())
             return stored
