@@ -195,9 +195,11 @@ public final class TimerEngine: Sendable {
         return engine
     }
 
-    /// Created before a fork, seen from the child: dead here.
+    /// Created before a fork, seen from the child: dead here. No generic call, as in
+    /// ``shared``, which asks it in a child.
     var isInherited: Bool {
-        self.raw.map { mtr_engine_is_inherited($0) != 0 } ?? false
+        guard let raw = self.raw else { return false }
+        return mtr_engine_is_inherited(raw) != 0
     }
 
     deinit {
