@@ -251,10 +251,49 @@ struct EngineLifecycleTests {
         }
     }
 
+    /// A child's first `TimerEngine.shared`, forked while another thread fills the Swift
+    /// runtime's cache of `Optional` types (as a program's first uses of types do), needs
+    /// nothing from that cache: the cache's lock, which the fork may leave held, is never
+    /// waited on. Everything else the children run has run here first; only the shared
+    /// engine's getter is new to each child: with no shared engine in the parent for the
+    /// first rounds, then with one the parent made once, which the child finds inherited.
+    @Test(.disabled(if: ParkingLockForkTests.underThreadSanitizer), .timeLimit(.minutes(3)))
+    func firstSharedEngineInAChildForkedWhileTypesAreMade() throws {
+        try expectTestPassesInAProcessOfItsOwn("forkWhileTheTypeCacheFills", enabledBy: Self.forkVariable)
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(2)))
+    func forkWhileTheTypeCacheFills() throws {
+        let engine = try TimerEngine()
+        try #require(Self.engineFires(SafeDispatchTimer(backend: .engine(engine))))
+        engine.shutdown()
+        let stop = Atomic<Bool>(false)
+        let filler = try PosixThread.spawn {
+            var path: UInt64 = 1
+            while !stop.load(ordering: .relaxed) { NewTypes.make(64, path: &path) }
+        }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            filler.join()
+        }
+        for round in 0..<60 {
+            if round == 30 { _ = TimerEngine.shared }
+            let pid = fork()
+            if pid == 0 { _exit(Self.engineFires(SafeDispatchTimer()) ? 0 : 21) }
+            try #require(pid > 0)
+            let status = Self.exitStatus(of: pid, killedAfterSeconds: 10)
+            try #require(status == 0, "round \(round): child exit status \(status.map(String.init) ?? "none (killed)")")
+        }
+    }
+
     /// Whether a one-shot on `TimerEngine.shared` fires within 2 s; for a forked child.
     private static func sharedEngineFires() -> Bool {
+        Self.engineFires(SafeDispatchTimer())
+    }
+
+    /// Whether a one-shot on `timer` fires within 2 s.
+    private static func engineFires(_ timer: SafeDispatchTimer) -> Bool {
         let fired = Atomic<Bool>(false)
-        let timer = SafeDispatchTimer()
         guard
             timer.schedule(
                 deadline: .now() + .milliseconds(1), handler: { _ in fired.store(true, ordering: .releasing) })
@@ -278,5 +317,25 @@ struct EngineLifecycleTests {
             waited += 1
         }
         return status & 0x7f == 0 ? (status >> 8) & 0xff : nil
+    }
+}
+
+/// Types no one has made before, for the Swift runtime to make.
+private enum NewTypes {
+    /// Makes `count` nested types along a pseudo-random `path`, each an `Optional` of the
+    /// one before (of it, or of it paired with `Int`): new types, whose metadata the runtime
+    /// makes under its `Optional` cache's lock, for as long as the paths do not repeat.
+    static func make(_ count: Int, path: inout UInt64) {
+        self.nest(Int.self, count, &path)
+    }
+
+    private static func nest<T>(_: T.Type, _ count: Int, _ path: inout UInt64) {
+        guard count > 0 else { return }
+        path = path &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        if path >> 63 == 0 {
+            self.nest(Optional<T>.self, count - 1, &path)
+        } else {
+            self.nest(Optional<(T, Int)>.self, count - 1, &path)
+        }
     }
 }
