@@ -254,9 +254,10 @@ struct EngineLifecycleTests {
     /// A child's first `TimerEngine.shared`, forked while another thread fills the Swift
     /// runtime's cache of `Optional` types (as a program's first uses of types do), needs
     /// nothing from that cache: the cache's lock, which the fork may leave held, is never
-    /// waited on. Everything else the children run has run here first; only the shared
-    /// engine's getter is new to each child: with no shared engine in the parent for the
-    /// first rounds, then with one the parent made once, which the child finds inherited.
+    /// waited on. The child then fires a timer and expires an `ExpiringValue` on it. All
+    /// that has run here first on an engine of the parent's; only the shared engine's getter
+    /// is new to each child: with no shared engine in the parent for the first rounds, then
+    /// with one the parent made once, which the child finds inherited.
     @Test(.disabled(if: ParkingLockForkTests.underThreadSanitizer), .timeLimit(.minutes(3)))
     func firstSharedEngineInAChildForkedWhileTypesAreMade() throws {
         try expectTestPassesInAProcessOfItsOwn("forkWhileTheTypeCacheFills", enabledBy: Self.forkVariable)
@@ -266,6 +267,7 @@ struct EngineLifecycleTests {
     func forkWhileTheTypeCacheFills() throws {
         let engine = try TimerEngine()
         try #require(Self.engineFires(SafeDispatchTimer(backend: .engine(engine))))
+        try #require(Self.valueExpires(on: engine))
         engine.shutdown()
         let stop = Atomic<Bool>(false)
         let filler = try PosixThread.spawn {
@@ -279,7 +281,10 @@ struct EngineLifecycleTests {
         for round in 0..<60 {
             if round == 30 { _ = TimerEngine.shared }
             let pid = fork()
-            if pid == 0 { _exit(Self.engineFires(SafeDispatchTimer()) ? 0 : 21) }
+            if pid == 0 {
+                guard Self.engineFires(SafeDispatchTimer()) else { _exit(21) }
+                _exit(Self.valueExpires(on: .shared) ? 0 : 22)
+            }
             try #require(pid > 0)
             let status = Self.exitStatus(of: pid, killedAfterSeconds: 10)
             try #require(status == 0, "round \(round): child exit status \(status.map(String.init) ?? "none (killed)")")
@@ -289,6 +294,16 @@ struct EngineLifecycleTests {
     /// Whether a one-shot on `TimerEngine.shared` fires within 2 s; for a forked child.
     private static func sharedEngineFires() -> Bool {
         Self.engineFires(SafeDispatchTimer())
+    }
+
+    /// Whether an `ExpiringValue` on `engine` expires within 2 s.
+    private static func valueExpires(on engine: TimerEngine) -> Bool {
+        let expired = Atomic<Bool>(false)
+        let value = ExpiringValue(1, lifetime: .milliseconds(1), engine: engine) { _ in
+            expired.store(true, ordering: .releasing)
+        }
+        for _ in 0..<2_000 where !expired.load(ordering: .acquiring) { usleep(1_000) }
+        return withExtendedLifetime(value) { expired.load(ordering: .acquiring) }
     }
 
     /// Whether a one-shot on `timer` fires within 2 s.
