@@ -98,7 +98,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         return Self.schedule(start: self.nanoseconds(of: deadline), period: period.nanoseconds, leeway: leeway)
     }
 
-    /// A `DispatchTime` on this timer's clock.
+    /// A `DispatchTime` on this timer's clock. Inlined: on the monotonic clock it is one
+    /// conversion, and a call would cost more.
     @inline(__always)
     private func nanoseconds(of deadline: DispatchTime) -> Int64 {
         // A closure, not the method `self.firing.now`: that would capture the backend, a
@@ -175,7 +176,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
-    /// current leeway, under the lock; `nil` rejects the move.
+    /// current leeway, under the lock; `nil` rejects the move. Inlined, so that
+    /// `makeSchedule` is no closure call.
     @inline(__always)
     func reschedule(_ makeSchedule: (_ leewayNanoseconds: Int64) -> TimerSchedule?) -> Bool {
         let outcome = self.withLockedStorage { storage -> Rescheduled in
