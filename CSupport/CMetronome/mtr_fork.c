@@ -35,7 +35,7 @@ mtr_fork_prepare_(void)
 	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
 		pthread_mutex_lock(&e->lock);
 		for (uint32_t s = 0; s < e->shard_count; s++)
-			mtr_lock_take_(&e->shards[s].lock);
+			mtr_lock_take_unannounced_(&e->shards[s].lock);
 	}
 }
 
@@ -44,7 +44,7 @@ mtr_fork_parent_(void)
 {
 	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
 		for (uint32_t s = 0; s < e->shard_count; s++)
-			mtr_lock_give_(&e->shards[s].lock);
+			mtr_lock_give_unannounced_(&e->shards[s].lock);
 		pthread_mutex_unlock(&e->lock);
 	}
 	pthread_mutex_unlock(&mtr_registry_lock);
@@ -70,7 +70,7 @@ mtr_fork_child_(void)
 			shard->running = 0;
 			shard->sync_waiters = 0;
 			shard->spinning_clock = -1;
-			mtr_lock_give_(&shard->lock);
+			mtr_lock_give_unannounced_(&shard->lock);
 		}
 		pthread_mutex_unlock(&e->lock);
 	}

@@ -20,7 +20,9 @@
  * Under ThreadSanitizer the take and give are announced as a mutex's, so
  * that it checks the order in which threads take shard locks and the
  * engine's lock, as it does for a pthread mutex; bare atomics would give it
- * the ordering but not the lock.
+ * the ordering but not the lock. The fork handlers, which hold every shard
+ * of every engine at once, take them unannounced: its deadlock detector
+ * tracks 128 locks held by one thread, and two 64-shard engines hung it.
  */
 #ifndef MTR_LOCK_H
 #define MTR_LOCK_H
@@ -128,13 +130,27 @@ mtr_lock_take_contended_(struct mtr_lock *lock)
 }
 
 static inline void
-mtr_lock_take_(struct mtr_lock *lock)
+mtr_lock_take_unannounced_(struct mtr_lock *lock)
 {
-	mtr_lock_announce_take_(lock);
 	uint32_t expected = MTR_LOCK_FREE;
 	if (!atomic_compare_exchange_strong_explicit(&lock->word, &expected,
 	    MTR_LOCK_HELD, memory_order_acquire, memory_order_relaxed))
 		mtr_lock_take_contended_(lock);
+}
+
+static inline void
+mtr_lock_give_unannounced_(struct mtr_lock *lock)
+{
+	if (atomic_exchange_explicit(&lock->word, MTR_LOCK_FREE,
+	    memory_order_release) == MTR_LOCK_SLEEPERS)
+		mtr_futex_wake_(&lock->word, 1);
+}
+
+static inline void
+mtr_lock_take_(struct mtr_lock *lock)
+{
+	mtr_lock_announce_take_(lock);
+	mtr_lock_take_unannounced_(lock);
 	mtr_lock_announce_taken_(lock);
 }
 
@@ -142,9 +158,7 @@ static inline void
 mtr_lock_give_(struct mtr_lock *lock)
 {
 	mtr_lock_announce_give_(lock);
-	if (atomic_exchange_explicit(&lock->word, MTR_LOCK_FREE,
-	    memory_order_release) == MTR_LOCK_SLEEPERS)
-		mtr_futex_wake_(&lock->word, 1);
+	mtr_lock_give_unannounced_(lock);
 	mtr_lock_announce_given_(lock);
 }
 

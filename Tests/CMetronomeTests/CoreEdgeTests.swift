@@ -217,6 +217,23 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// A fork while two engines of the most shards exist: the fork handlers hold all 130
+        /// of their locks at once, and the child finds both engines inherited. (Announced to
+        /// ThreadSanitizer, those shard locks overflowed the 128 locks one thread may hold in
+        /// its deadlock detector, which then hung the fork.)
+        @Test(.timeLimit(.minutes(1)))
+        func forkWhileTwoEnginesOfTheMostShardsExist() throws {
+            let first = try Engine(shards: 64)
+            let second = try Engine(shards: 64)
+            let code = exitCodeOfChild {
+                mtr_engine_is_inherited(first.handle) == 1 && mtr_engine_is_inherited(second.handle) == 1 ? 0 : 10
+            }
+            #expect(code == 0)
+            #expect(mtr_engine_is_inherited(first.handle) == 0)
+            first.destroy()
+            second.destroy()
+        }
+
         /// In a forked child, a context release that destroys the inherited engine while
         /// `mtr_engine_stop` drops its timers, as a binding's last reference to its engine
         /// would, frees the engine only once the drop is over: every context is released

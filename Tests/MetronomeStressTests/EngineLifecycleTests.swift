@@ -252,9 +252,8 @@ struct EngineLifecycleTests {
     }
 
     /// A child's first `TimerEngine.shared`, forked while another thread fills the Swift
-    /// runtime's cache of `Optional` types (as a program's first uses of types do), needs
-    /// nothing from that cache: the cache's lock, which the fork may leave held, is never
-    /// waited on. The child then fires a timer and expires an `ExpiringValue` on it. All
+    /// runtime's caches of `Optional` and `Atomic` types (as a program's first uses of
+    /// types do), waits on none of their locks, which the fork may leave held. The child then fires a timer and expires an `ExpiringValue` on it. All
     /// that has run here first on an engine of the parent's; only the shared engine's getter
     /// is new to each child: with no shared engine in the parent for the first rounds, then
     /// with one the parent made once, which the child finds inherited.
@@ -269,10 +268,21 @@ struct EngineLifecycleTests {
         try #require(Self.engineFires(SafeDispatchTimer(backend: .engine(engine))))
         try #require(Self.valueExpires(on: engine))
         engine.shutdown()
+        // Types are never freed: the filler makes them only around each fork, in bursts,
+        // a few hundred kilobytes a round instead of about 150 MB a second.
         let stop = Atomic<Bool>(false)
+        let forking = Atomic<Bool>(false)
+        let bursts = Atomic<Int>(0)
         let filler = try PosixThread.spawn {
             var path: UInt64 = 1
-            while !stop.load(ordering: .relaxed) { NewTypes.make(64, path: &path) }
+            while !stop.load(ordering: .relaxed) {
+                guard forking.load(ordering: .acquiring) else {
+                    usleep(20)
+                    continue
+                }
+                NewTypes.make(16, path: &path)
+                bursts.add(1, ordering: .releasing)
+            }
         }
         defer {
             stop.store(true, ordering: .relaxed)
@@ -280,7 +290,11 @@ struct EngineLifecycleTests {
         }
         for round in 0..<60 {
             if round == 30 { _ = TimerEngine.shared }
+            forking.store(true, ordering: .releasing)
+            let before = bursts.load(ordering: .acquiring)
+            while bursts.load(ordering: .acquiring) == before { sched_yield() }
             let pid = fork()
+            forking.store(false, ordering: .releasing)
             if pid == 0 {
                 guard Self.engineFires(SafeDispatchTimer()) else { _exit(21) }
                 _exit(Self.valueExpires(on: .shared) ? 0 : 22)
@@ -338,15 +352,20 @@ struct EngineLifecycleTests {
 /// Types no one has made before, for the Swift runtime to make.
 private enum NewTypes {
     /// Makes `count` nested types along a pseudo-random `path`, each an `Optional` of the
-    /// one before (of it, or of it paired with `Int`): new types, whose metadata the runtime
-    /// makes under its `Optional` cache's lock, for as long as the paths do not repeat.
+    /// one before (of it, or of it paired with `Int`), and beside each an `Atomic` of a
+    /// pointer to it: new types, whose metadata (and conformances) the runtime makes under
+    /// its caches' locks, for as long as the paths do not repeat.
     static func make(_ count: Int, path: inout UInt64) {
         self.nest(Int.self, count, &path)
     }
 
+    /// Takes a type's metadata, so that making it is not optimized away.
+    @inline(never) private static func keep(_: any ~Copyable.Type) {}
+
     private static func nest<T>(_: T.Type, _ count: Int, _ path: inout UInt64) {
         guard count > 0 else { return }
         path = path &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        self.keep(Atomic<UnsafeMutablePointer<T>>.self)
         if path >> 63 == 0 {
             self.nest(Optional<T>.self, count - 1, &path)
         } else {

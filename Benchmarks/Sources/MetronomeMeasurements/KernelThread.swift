@@ -10,7 +10,8 @@ public enum KernelThread {
 
     /// What each thread of process `pid` is doing, as "tid state wait" entries in thread-id
     /// order: its state (`R` running, `S` asleep) and the kernel function it sleeps in, such
-    /// as `futex_wait_queue` for a lock (`0` while it runs). Empty once the process is gone.
+    /// as `futex_do_wait` for a lock on this machine's kernel (`0` while it runs). Empty once
+    /// the process is gone.
     public static func states(ofProcess pid: Int32) -> String {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.compactMap { Int32($0) }.sorted().map { tid in

@@ -1,10 +1,9 @@
 import Dispatch
 import Foundation
 import Glibc
+import MetronomeMeasurements
 import Synchronization
 import Testing
-
-@testable import MetronomeMeasurements
 
 @Suite struct KernelThreadTests {
     /// Each thread's entry names it, running or asleep: the calling thread runs, and a thread
