@@ -253,7 +253,9 @@ struct EngineLifecycleTests {
 
     /// A child's first `TimerEngine.shared`, forked while another thread fills the Swift
     /// runtime's caches of `Optional` and `Atomic` types (as a program's first uses of
-    /// types do), waits on none of their locks, which the fork may leave held. The child then fires a timer and expires an `ExpiringValue` on it. All
+    /// types do), does not hang on their locks, which the fork may leave held: the getter
+    /// asks the runtime for no type. (Unoptimized, the inherited engine's deinit, run in
+    /// the second half, still looks up `Atomic<Bool>`; see the README's fork section.) The child then fires a timer and expires an `ExpiringValue` on it. All
     /// that has run here first on an engine of the parent's; only the shared engine's getter
     /// is new to each child: with no shared engine in the parent for the first rounds, then
     /// with one the parent made once, which the child finds inherited.
