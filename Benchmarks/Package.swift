@@ -80,7 +80,10 @@ let package = Package(
                 .plugin(name: "BenchmarkPlugin", package: "benchmark")
             ]
         ),
-        .testTarget(name: "MetronomeMeasurementsTests", dependencies: ["MetronomeMeasurements"]),
+        .testTarget(
+            name: "MetronomeMeasurementsTests",
+            dependencies: ["MetronomeMeasurements", .product(name: "MetronomeTestSupport", package: "Metronome")]
+        ),
         .testTarget(
             name: "MetronomeWorkloadsTests",
             dependencies: [

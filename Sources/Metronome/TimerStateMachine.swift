@@ -136,8 +136,9 @@ struct TimerStateMachine {
     ///   it has stopped for good, which cancels the timer anyway (``abandon()``): a one-shot
     ///   moved later may then keep its arming (``RescheduleAction/keepArmed``), since no
     ///   refusal the reschedule could have reported is lost.
-    // Inlined, so that a caller that only asks whether the timer took the schedule never
-    // builds the action (with its arming) in memory.
+    ///
+    /// Inlined, so that a caller that only asks whether the timer took the schedule never
+    /// builds the action (with its arming) in memory.
     @inline(__always)
     mutating func reschedule(_ schedule: TimerSchedule, canKeepArming: Bool = false) -> RescheduleAction {
         switch self.state {

@@ -133,7 +133,7 @@ extension CoreContractTests {
                 // under a call still to come: wait until its thread sleeps (in that call's
                 // wait, the only place it can block), however late a loaded machine runs it.
                 let tid = waiterThread.load(ordering: .acquiring)
-                for _ in 0..<5_000 where !isSleeping(thread: tid) { Time.sleep(Time.ms) }
+                for _ in 0..<5_000 where !KernelThread.isSleeping(tid) { Time.sleep(Time.ms) }
                 Time.sleep(5 * Time.ms)
                 mtr_engine_destroy(callback.engine.handle)
             }

@@ -92,24 +92,6 @@ extension LockedCondition {
     }
 }
 
-// MARK: - Threads, as the kernel sees them
-
-/// Whether the thread `tid` of this process is asleep (state `S` in its stat line): how a
-/// test knows that a thread it cannot see into has reached a wait.
-func isSleeping(thread tid: Int32) -> Bool {
-    // The state follows the command name, which is in parentheses and may hold any.
-    guard let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
-        let close = stat.lastIndex(of: ")")
-    else { return false }
-    return stat[close...].dropFirst(2).first == "S"
-}
-
-/// The calling thread's kernel id (the first field of its stat line).
-func currentThreadID() -> Int32 {
-    let stat = (try? String(contentsOfFile: "/proc/thread-self/stat", encoding: .utf8)) ?? ""
-    return Int32(stat.prefix { $0 != " " }) ?? -1
-}
-
 // MARK: - A forked child
 
 /// Runs `body` in a forked child and returns its exit code, or nil (after recording an

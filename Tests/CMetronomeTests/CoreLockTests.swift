@@ -97,7 +97,7 @@ extension CoreContractTests {
                 // Moved before the waiter is inside cancel_sync, the timer would answer its
                 // old id with EINVAL: wait until the waiter sleeps there.
                 let tid = waiterID.load(ordering: .acquiring)
-                for _ in 0..<5_000 where !isSleeping(thread: tid) { Time.sleep(Time.ms) }
+                for _ in 0..<5_000 where !KernelThread.isSleeping(tid) { Time.sleep(Time.ms) }
                 var moved: mtr_timer_id = 0
                 if mtr_timer_move(
                     callback.engine.handle, callback.tick.timer, .MTR_CLOCK_MONOTONIC,
@@ -121,7 +121,7 @@ extension CoreContractTests {
                 sigaddset(&usr1, SIGUSR1)
                 pthread_sigmask(SIG_UNBLOCK, &usr1, nil)
                 thread.store(UInt(pthread_self()), ordering: .releasing)
-                waiterID.store(currentThreadID(), ordering: .releasing)
+                waiterID.store(KernelThread.currentID(), ordering: .releasing)
                 waiting.store(true, ordering: .releasing)
                 code.store(probe.cancelSync(), ordering: .relaxed)
                 endedWhenReturned.store(ended.load(ordering: .acquiring) ? 1 : 0, ordering: .releasing)
@@ -148,8 +148,9 @@ extension CoreContractTests {
 
         /// A fork while threads sleep in cancel_sync on a running callback: the child, which
         /// has neither the callback nor the waiters, cancels and destroys the timer and its
-        /// engine at once, releasing the context once; in the parent the waiters sleep on
-        /// through the fork's taking of every shard lock and return when the callback ends.
+        /// engine at once, releasing the context once; in the parent no waiter returns
+        /// across the fork's taking of every shard lock, and all return when the callback
+        /// ends.
         @Test(.timeLimit(.minutes(1)))
         func aChildForkedWhileCancelSyncWaitsFindsNoCallbackRunning() throws {
             let engine = try Engine()
@@ -201,7 +202,7 @@ private final class CancelSyncSleepers: Sendable {
         try #require(eventually { entered.load(ordering: .acquiring) })
         self.waiters = try (0..<waiters).map { _ in
             try PosixThread.spawn {
-                shared.threads.update { $0.append(currentThreadID()) }
+                shared.threads.update { $0.append(KernelThread.currentID()) }
                 if probe.cancelSync() == 0 { shared.returns.add(1, ordering: .releasing) }
             }
         }
@@ -213,7 +214,7 @@ private final class CancelSyncSleepers: Sendable {
     /// Every waiter sleeps; asleep, a waiter is inside cancel_sync, the one place it blocks.
     var allAsleep: Bool {
         let tids = self.shared.threads.read { $0 }
-        return tids.count == self.waiters.count && tids.allSatisfy { isSleeping(thread: $0) }
+        return tids.count == self.waiters.count && tids.allSatisfy { KernelThread.isSleeping($0) }
     }
 
     /// Waiters whose cancel_sync returned 0.

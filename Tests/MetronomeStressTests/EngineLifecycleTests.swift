@@ -230,7 +230,7 @@ struct EngineLifecycleTests {
     /// fork during a first use would leave held in the grandchild.
     @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(2)))
     func forkDuringTheSharedEnginesMaking() throws {
-        try #require(Self.sharedEngineFires())
+        try #require(Self.engineFires(SafeDispatchTimer()))
         try PosixThread.spawn { _ = TimerEngine.shared }.join()
         for round in 0..<60 {
             let pid = fork()
@@ -238,7 +238,7 @@ struct EngineLifecycleTests {
                 guard let maker = try? PosixThread.spawn({ _ = TimerEngine.shared }) else { _exit(20) }
                 usleep(UInt32(round % 20 * 25))
                 let grandchild = fork()
-                if grandchild == 0 { _exit(Self.sharedEngineFires() ? 0 : 21) }
+                if grandchild == 0 { _exit(Self.engineFires(SafeDispatchTimer()) ? 0 : 21) }
                 maker.join()
                 _exit(Self.exitStatus(of: grandchild, killedAfterSeconds: 10) ?? 22)
             }
@@ -254,11 +254,12 @@ struct EngineLifecycleTests {
     /// A child's first `TimerEngine.shared`, forked while another thread fills the Swift
     /// runtime's caches of `Optional` and `Atomic` types (as a program's first uses of
     /// types do), does not hang on their locks, which the fork may leave held: the getter
-    /// asks the runtime for no type. (Unoptimized, the inherited engine's deinit, run in
-    /// the second half, still looks up `Atomic<Bool>`; see the README's fork section.) The child then fires a timer and expires an `ExpiringValue` on it. All
-    /// that has run here first on an engine of the parent's; only the shared engine's getter
-    /// is new to each child: with no shared engine in the parent for the first rounds, then
-    /// with one the parent made once, which the child finds inherited.
+    /// asks the runtime for no type. The child then fires a timer and expires an
+    /// `ExpiringValue` on it. All that has run here first on an engine of the parent's;
+    /// only the shared engine's getter is new to each child: with no shared engine in the
+    /// parent for the first rounds, then with one the parent made once, which the child
+    /// finds inherited. (Unoptimized, the inherited engine's deinit, run in that second
+    /// half, still looks up `Atomic<Bool>`; see the README's fork section.)
     @Test(.disabled(if: ParkingLockForkTests.underThreadSanitizer), .timeLimit(.minutes(3)))
     func firstSharedEngineInAChildForkedWhileTypesAreMade() throws {
         try expectTestPassesInAProcessOfItsOwn("forkWhileTheTypeCacheFills", enabledBy: Self.forkVariable)
@@ -305,11 +306,6 @@ struct EngineLifecycleTests {
             let status = Self.exitStatus(of: pid, killedAfterSeconds: 10)
             try #require(status == 0, "round \(round): child exit status \(status.map(String.init) ?? "none (killed)")")
         }
-    }
-
-    /// Whether a one-shot on `TimerEngine.shared` fires within 2 s; for a forked child.
-    private static func sharedEngineFires() -> Bool {
-        Self.engineFires(SafeDispatchTimer())
     }
 
     /// Whether an `ExpiringValue` on `engine` expires within 2 s.

@@ -3,13 +3,6 @@
 #include <errno.h>
 #include <sched.h>
 #include <sys/prctl.h>
-#include <unistd.h>
-
-pid_t
-cmeasurements_gettid(void)
-{
-	return gettid();
-}
 
 int
 cmeasurements_get_timer_slack(unsigned long *out_ns)

@@ -1,3 +1,4 @@
+import MetronomeTestSupport
 import Synchronization
 
 /// Threads that spin on the CPU, to measure timers "under heavy load" without other tools.

@@ -1,3 +1,4 @@
+import MetronomeTestSupport
 import Testing
 
 @testable import MetronomeMeasurements

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import MetronomeMeasurements
+import MetronomeTestSupport
 import Synchronization
 import Testing
 

@@ -3,7 +3,7 @@
 
 /*
  * The Linux calls the measurements make that SwiftGlibc does not import. timerfd and
- * malloc_trim come straight from their headers; gettid and pthread_attr_setaffinity_np are
+ * malloc_trim come straight from their headers; pthread_attr_setaffinity_np is
  * declared only under _GNU_SOURCE, CPU_SET is a macro and prctl is variadic, which Swift
  * cannot call, so those get a function each.
  */
@@ -13,14 +13,6 @@
 #include <sys/types.h>
 
 #pragma clang assume_nonnull begin
-
-/**
- * cmeasurements_gettid - the calling thread's kernel thread id
- *
- * Context: any thread.
- * Return: the id /proc/self/task lists the thread by; it differs from its pthread_t.
- */
-pid_t cmeasurements_gettid(void);
 
 /**
  * cmeasurements_get_timer_slack - the calling thread's timer slack

@@ -2,6 +2,7 @@
 import Glibc
 import Metronome
 import MetronomeMeasurements
+import MetronomeTestSupport
 import Synchronization
 
 /// `metronome stress`'s lifecycle faults: engines shut down and replaced while other
