@@ -339,6 +339,7 @@ static void
 mtr_engine_shut_(mtr_engine *engine, bool free_it)
 {
 	pthread_mutex_lock(&engine->lock);
+	atomic_store(&engine->stop_requested, true);
 	if (free_it)
 		atomic_store(&engine->free_requested, true);
 	if (engine->inherited) {
@@ -375,6 +376,12 @@ mtr_engine_destroy(mtr_engine *engine)
 {
 	if (engine != NULL)
 		mtr_engine_shut_(engine, true);
+}
+
+int
+mtr_engine_was_stopped(const mtr_engine *engine)
+{
+	return atomic_load(&engine->stop_requested);
 }
 
 /* Sums every shard's counters, each a snapshot under its lock. */

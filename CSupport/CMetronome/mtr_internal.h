@@ -228,6 +228,10 @@ struct mtr_engine {
 	/* Created before a fork, seen from the child: its descriptors and
 	 * thread belong to the parent (mtr_fork.c). */
 	bool inherited;
+	/* stopped or destroyed, for mtr_engine_was_stopped(), which reads it
+	 * without the lock: in an on_release callback the stop makes, the
+	 * engine lock may be held by the stopping thread. */
+	_Atomic bool stop_requested;
 	/* destroyed: the last holder frees it */
 	_Atomic bool free_requested;
 	/* Threads that may still touch the engine: the firing thread until it

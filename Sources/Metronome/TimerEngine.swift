@@ -1,7 +1,6 @@
 internal import CMetronome
 @preconcurrency import Dispatch
 import Glibc
-import Synchronization
 
 /// One firing thread and its timers: Metronome's timer engine.
 ///
@@ -151,10 +150,6 @@ public final class TimerEngine: Sendable {
     /// table per shard.
     let expirySets: [LockedBox<[ObjectIdentifier: ExpirySetReference]>]
 
-    /// Set by ``shutdown()`` before the engine stops, so a timer whose arming it drops can
-    /// tell that the engine stopped from a cancel of its own.
-    private let stopRequested = Atomic<Bool>(false)
-
     /// Starts an engine and its firing thread.
     ///
     /// - Parameter configuration: How the firing thread runs.
@@ -214,13 +209,16 @@ public final class TimerEngine: Sendable {
     ///
     /// The corresponding C function is `mtr_engine_stop`.
     public func shutdown() {
-        self.stopRequested.store(true, ordering: .releasing)
         if let raw = self.raw { mtr_engine_stop(raw) }
     }
 
-    /// Whether ``shutdown()`` was called.
+    /// Whether ``shutdown()`` was called, so a timer whose arming the stop drops can tell it
+    /// from a cancel of its own. The flag is the core's, not an `Atomic` of ours: an
+    /// unoptimized deinit asks the Swift runtime for a generic stored property's type, under
+    /// locks a forked child may find held for good.
     var hasStopped: Bool {
-        self.stopRequested.load(ordering: .acquiring)
+        guard let raw = self.raw else { return false }
+        return mtr_engine_was_stopped(raw) != 0
     }
 
     /// The engine's counters now.

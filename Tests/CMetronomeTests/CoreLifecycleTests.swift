@@ -189,6 +189,29 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// `mtr_engine_was_stopped` answers 0 until a stop and 1 from the stop's first release
+        /// on, so that a release can tell the stop's from a destroy of its own timer's.
+        @Test(.timeLimit(.minutes(1)))
+        func wasStoppedTellsTheStopsReleasesFromADestroys() throws {
+            let engine = try Engine()
+            let seen = Monitor([Int: Int32]())
+            let far = Time.monotonic() + 3_600 * Time.s
+            let probes = try (0..<3).map { _ in try engine.makeTimer() }
+            for probe in probes {
+                probe.onRelease = { probe in
+                    let stopped = mtr_engine_was_stopped(probe.engine.handle)
+                    seen.update { $0[$0.count] = stopped }
+                }
+            }
+            try #require(probes[1].armOnce(at: far) == 0)
+            #expect(mtr_engine_was_stopped(engine.handle) == 0)
+            try #require(probes[0].destroy() == 0)
+            engine.stop()
+            #expect(mtr_engine_was_stopped(engine.handle) == 1)
+            #expect(seen.read { $0 } == [0: 0, 1: 1, 2: 1], "by release order: the destroy's, then the stop's two")
+            engine.expectAllReleasedOnce()
+        }
+
         /// Once destroy has begun, mtr_timer_create answers ESHUTDOWN; timers created
         /// before that are released by the teardown like the others.
         @Test(.timeLimit(.minutes(1)))

@@ -216,6 +216,19 @@ void mtr_engine_stop(mtr_engine *engine);
 void mtr_engine_destroy(mtr_engine *_Nullable engine);
 
 /**
+ * mtr_engine_was_stopped - whether mtr_engine_stop() was called on @engine
+ *
+ * Set as a stop begins, before it releases any context: an on_release
+ * callback can tell a release the stop made from one of a destroy of its
+ * own timer.
+ *
+ * Context: any thread, including callbacks of this engine.
+ * Return: 1 once mtr_engine_stop() (or mtr_engine_destroy()) was called,
+ * else 0.
+ */
+int mtr_engine_was_stopped(const mtr_engine *engine);
+
+/**
  * mtr_engine_is_inherited - whether @engine is a dead copy from a parent
  *
  * Context: any thread.
