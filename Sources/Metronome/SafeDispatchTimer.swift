@@ -195,7 +195,8 @@ public final class SafeDispatchTimer: Sendable {
     /// cannot express.
     ///
     /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or for a
-    ///   negative deadline, a period that is not positive or a negative leeway.
+    ///   negative deadline, a period that is not positive, a negative leeway, or a period or
+    ///   leeway that does not fit in `Int64` nanoseconds.
     @discardableResult
     public func schedule(
         at deadline: TimerInstant,
@@ -215,11 +216,18 @@ public final class SafeDispatchTimer: Sendable {
         leeway: Duration,
         handler: @escaping @Sendable (Tick) -> Void
     ) throws(TimerError) -> Bool {
-        guard
+        // A period or leeway past `Int64` nanoseconds is refused, as by the other forms, not
+        // saturated into a different one.
+        var periodNanoseconds: Int64?
+        if let period {
+            guard let nanoseconds = period.representableNanoseconds else { return false }
+            periodNanoseconds = nanoseconds
+        }
+        guard let leewayNanoseconds = leeway.representableNanoseconds,
             let schedule = TimerSchedule(
                 deadlineNanoseconds: deadline.nanoseconds,
-                periodNanoseconds: period?.saturatingNanoseconds,
-                leewayNanoseconds: leeway.saturatingNanoseconds
+                periodNanoseconds: periodNanoseconds,
+                leewayNanoseconds: leewayNanoseconds
             )
         else { return false }
         return try self.core.schedule(schedule, handler: handler)

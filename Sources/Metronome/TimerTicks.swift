@@ -183,8 +183,10 @@ final class TickStorage: Sendable {
             guard !state.finished else { return nil }
             // The engine reports on a late tick the deadlines skipped after it; restate them
             // as the periods skipped before it, which is what merging adds up.
+            // A backend of the user's may repeat a sequence or go back: that skipped nothing.
             var tick = tick
-            tick.missed = Int(clamping: tick.sequence &- (state.lastSequence.map { $0 &+ 1 } ?? 0))
+            let expected = state.lastSequence.map { $0 &+ 1 } ?? 0
+            tick.missed = tick.sequence > expected ? Int(clamping: tick.sequence - expected) : 0
             state.lastSequence = tick.sequence
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -192,7 +194,7 @@ final class TickStorage: Sendable {
             }
             var merged = tick
             if let previous = state.pending {
-                merged.missed += previous.missed + 1
+                merged.missed = Int(clamping: Int128(merged.missed) + Int128(previous.missed) + 1)
             }
             state.pending = merged
             return nil

@@ -1,5 +1,7 @@
 import Foundation
 import Metronome
+import MetronomeTesting
+import Synchronization
 import Testing
 
 @Suite(.serialized)
@@ -102,6 +104,24 @@ struct TimerTicksTests {
         await busy.value
     }
 
+    /// A backend of the user's may number its firings any way at all: a sequence that repeats,
+    /// goes back or jumps to the end counts as skipping nothing or as much as fits, and ticks
+    /// merged while the consumer is away add up without overflowing.
+    @Test(.timeLimit(.minutes(1)), arguments: [[0, 0, 0, 0], [5, 2, 1, 0], [UInt64.max, UInt64.max, 0, UInt64.max]])
+    func absurdSequencesFromABackendMergeWithoutTrapping(sequences: [UInt64]) async throws {
+        let backend = RenumberingBackend(sequences)
+        var iterator = SafeDispatchTimer.Backend.custom(backend).ticks(every: .seconds(1)).makeAsyncIterator()
+        backend.timeline.advance(by: .seconds(1))
+        let first = try #require(await iterator.next())
+        // Three firings while nobody waits: one tick, standing for them all.
+        backend.timeline.advance(by: .seconds(3))
+        let merged = try #require(await iterator.next())
+        #expect(first.missed == Int(clamping: sequences[0]))
+        #expect(merged.sequence == sequences[3])
+        #expect(merged.missed >= 2, "two merged ticks count as skipped")
+        #expect(merged.scheduled == TimerInstant(nanoseconds: 0).advanced(by: .seconds(4)))
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func invalidIntervalOrStoppedEngineGivesEmptySequence() async throws {
         var count = 0
@@ -111,5 +131,31 @@ struct TimerTicksTests {
         for await _ in stopped.ticks(every: .milliseconds(1)) { count += 1 }
         #expect(count == 0)
         #expect(self.engine.counters.armed == 0)
+    }
+}
+
+/// A virtual timeline whose firings carry the given sequence numbers, in turn.
+private final class RenumberingBackend: TimerBackend {
+    let timeline = ManualTimeline()
+    private let sequences: [UInt64]
+    private let fired = Atomic<Int>(0)
+
+    init(_ sequences: [UInt64]) {
+        self.sequences = sequences
+    }
+
+    func now(_ clock: TimerClock) -> Int64 {
+        self.timeline.now(clock)
+    }
+
+    func arm(
+        _ schedule: TimerSchedule, clock: TimerClock, queue: DispatchQueue?, fire: @escaping @Sendable (Tick) -> Void
+    ) -> (any ArmedTimer)? {
+        self.timeline.arm(schedule, clock: clock, queue: queue) { [self] tick in
+            var tick = tick
+            let index = self.fired.add(1, ordering: .relaxed).oldValue
+            tick.sequence = self.sequences[min(index, self.sequences.count - 1)]
+            fire(tick)
+        }
     }
 }
