@@ -22,7 +22,12 @@
 #include <sys/timerfd.h>
 
 /* Moves a clock's timerfd to @target_ns (absolute), or disarms it for
- * INT64_MAX. Failure means a bad descriptor or argument: our bug. */
+ * INT64_MAX. Failure means a bad descriptor or argument: our bug. But for
+ * a wall-clock step: after one, the kernel arms the timerfd and reports
+ * the step to the first settime with ECANCELED, where the firing thread's
+ * read would have seen it, so it is counted here and the timerfd expired
+ * at once, and the firing thread re-evaluates every wall timer as after a
+ * step it saw itself. */
 void
 mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 {
@@ -40,6 +45,13 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 	if (state->set.clock == MTR_CLOCK_REALTIME)
 		flags |= TFD_TIMER_CANCEL_ON_SET;
 	while (timerfd_settime(state->fd, flags, &spec, NULL) != 0) {
+		if (errno == ECANCELED) {
+			state->shard->counters.clock_steps++;
+			target_ns = 1;
+			spec.it_value.tv_sec = 0;
+			spec.it_value.tv_nsec = 1;
+			continue;
+		}
 		if (errno != EINTR) {
 			fprintf(stderr, "CMetronome: timerfd_settime: %s\n",
 			    strerror(errno));

@@ -403,6 +403,72 @@ extension CoreContractTests {
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
+
+        /// Real wall-clock steps while a thread arms ever earlier wall timers: after a step
+        /// the kernel arms a timerfd and reports the step to the first `timerfd_settime`
+        /// with `ECANCELED`, where the firing thread's read would have seen it. That aborted
+        /// the process; now each such step is counted and the timerfd expired, so every
+        /// wall timer is re-evaluated, and all of them fire once, none early. With several
+        /// shards the firing thread meets it too, re-arming another shard's timerfd.
+        ///
+        /// In a child, with C calls only, as an abort would end the test process.
+        @Test(.timeLimit(.minutes(1)), .enabled(if: WallClock.canStep), arguments: [UInt32(1), 4])
+        func wallClockStepsWhileArmingAreCountedNotFatal(shards: UInt32) {
+            let rounds = 20
+            let code = exitCodeOfChild(timeoutNs: 20 * Time.s) {
+                var config = mtr_engine_config()
+                mtr_engine_config_init(&config)
+                config.shards = shards
+                // The context counts firings and early ones; read after the engine is gone.
+                config.on_fire = { context, tick in
+                    guard let seen = context?.assumingMemoryBound(to: Int64.self) else { return }
+                    seen[0] += 1
+                    if tick.pointee.fired_ns < tick.pointee.scheduled_ns { seen[1] += 1 }
+                }
+                var handle: OpaquePointer?
+                guard mtr_engine_create(&config, &handle) == 0, let engine = handle,
+                    let seen = calloc(2, 8)?.assumingMemoryBound(to: Int64.self)
+                else { return 10 }
+                // A far timer first, so that every step finds the wall timerfd armed.
+                var far: mtr_timer_id = 0
+                guard mtr_timer_create(engine, nil, &far) == 0,
+                    mtr_timer_arm_once(engine, far, .MTR_CLOCK_REALTIME, Time.now(.MTR_CLOCK_REALTIME) + 3_600 * Time.s, 0)
+                        == 0
+                else { return 11 }
+                for round in 0..<rounds {
+                    var id: mtr_timer_id = 0
+                    guard mtr_timer_create(engine, seen, &id) == 0 else { return 12 }
+                    guard WallClock.step() else { return 13 }
+                    // 3 ms earlier than the last one, a round apart: each moves the timerfd.
+                    let deadline = Time.now(.MTR_CLOCK_REALTIME) + Int64(3 * (rounds - round)) * Time.ms
+                    guard mtr_timer_arm_once(engine, id, .MTR_CLOCK_REALTIME, deadline, 0) == 0 else { return 14 }
+                    Time.sleep(Time.ms)
+                }
+                var counters = mtr_counters()
+                let giveUp = Time.monotonic() + 5 * Time.s
+                repeat {
+                    Time.sleep(Time.ms)
+                    mtr_engine_get_counters(engine, &counters)
+                } while counters.fired < rounds && Time.monotonic() < giveUp
+                guard counters.clock_steps >= 1 else { return 15 }
+                mtr_engine_destroy(engine)
+                guard seen[0] == rounds else { return 16 }
+                return seen[1] == 0 ? 0 : 17
+            }
+            #expect(code == 0)
+        }
+    }
+}
+
+/// The wall clock, set to its own reading: a step of a few nanoseconds back, which still
+/// tells every wall timerfd that the clock was set. It takes `CAP_SYS_TIME`.
+enum WallClock {
+    static let canStep = step()
+
+    static func step() -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return clock_settime(CLOCK_REALTIME, &now) == 0
     }
 }
 
