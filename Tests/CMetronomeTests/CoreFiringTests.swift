@@ -431,9 +431,9 @@ extension CoreContractTests {
                 else { return 10 }
                 // A far timer first, so that every step finds the wall timerfd armed.
                 var far: mtr_timer_id = 0
+                let hourAhead = Time.now(.MTR_CLOCK_REALTIME) + 3_600 * Time.s
                 guard mtr_timer_create(engine, nil, &far) == 0,
-                    mtr_timer_arm_once(engine, far, .MTR_CLOCK_REALTIME, Time.now(.MTR_CLOCK_REALTIME) + 3_600 * Time.s, 0)
-                        == 0
+                    mtr_timer_arm_once(engine, far, .MTR_CLOCK_REALTIME, hourAhead, 0) == 0
                 else { return 11 }
                 for round in 0..<rounds {
                     var id: mtr_timer_id = 0
