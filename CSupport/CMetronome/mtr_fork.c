@@ -26,6 +26,9 @@ static void *mtr_shared_slot;
 static pthread_mutex_t mtr_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mtr_engine *mtr_registry_head;
 static pthread_once_t mtr_handlers_once = PTHREAD_ONCE_INIT;
+/* Written only by the child's handler, before the child has a second
+ * thread. */
+static uint32_t mtr_forks;
 
 static void
 mtr_fork_prepare_(void)
@@ -54,6 +57,7 @@ mtr_fork_parent_(void)
 static void
 mtr_fork_child_(void)
 {
+	mtr_forks++;
 	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
 		e->inherited = true;
 		e->stopping = true;
@@ -83,6 +87,14 @@ mtr_fork_install_(void)
 {
 	(void)pthread_atfork(mtr_fork_prepare_, mtr_fork_parent_,
 	    mtr_fork_child_);
+}
+
+uint32_t
+mtr_fork_generation(void)
+{
+	/* Installed on first use: a fork that comes after it is counted. */
+	pthread_once(&mtr_handlers_once, mtr_fork_install_);
+	return mtr_forks;
 }
 
 void *

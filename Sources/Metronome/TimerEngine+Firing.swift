@@ -71,8 +71,11 @@ let deliverFiring: mtr_fire_fn = { context, raw in
         sequence: firing.sequence
     )
     Unmanaged<FiringReceiver>.fromOpaque(context!)._withUnsafeGuaranteedRef { receiver in
-        guard let queue = receiver.queue else { return receiver.receive(tick, from: firing.timer) }
-        queue.async { receiver.receive(tick, from: firing.timer) }
+        if receiver.queue == nil {
+            receiver.receive(tick, from: firing.timer)
+        } else {
+            receiver.enqueue(tick, from: firing.timer)
+        }
     }
 }
 

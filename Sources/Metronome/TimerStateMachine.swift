@@ -277,6 +277,13 @@ struct TimerStateMachine {
         case ignore
     }
 
+    /// Whether `arming` is the current one, whose firings ``fired(arming:scheduled:)`` acts
+    /// on. One that is not never is again.
+    func isCurrent(arming: UInt64) -> Bool {
+        guard case .running(_, let current?) = self.state else { return false }
+        return current == arming
+    }
+
     /// Reports that `arming` fired for the deadline `scheduled`.
     ///
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;

@@ -175,6 +175,55 @@ struct EngineLifecycleTests {
         #expect(DispatchTime.now() >= deadline)
     }
 
+    /// A child forked while a timer's handler runs on the firing thread, a thread the child
+    /// does not have: `cancelAndWait()` there (an owner's deinit, say) returns at once, and
+    /// so does the timer's own deinit, where it used to wait for good for that handler.
+    @Test(.timeLimit(.minutes(2)))
+    func cancelAndWaitInAChildForkedMidHandler() throws {
+        try expectTestPassesInAProcessOfItsOwn("childForkedMidHandlerWaitsForNoHandler", enabledBy: Self.forkVariable)
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[forkVariable] != nil), .timeLimit(.minutes(1)))
+    func childForkedMidHandlerWaitsForNoHandler() throws {
+        let engine = try TimerEngine()
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        #expect(
+            timer.schedule(deadline: .now()) { _ in
+                entered.signal()
+                release.wait()
+            })
+        try #require(entered.wait(timeout: .now() + 10) == .success)
+        let pid = fork()
+        if pid == 0 {
+            timer.cancelAndWait()
+            _exit(timer.state == .idle ? 0 : 10)
+        }
+        try #require(pid > 0)
+        var status: Int32 = 0
+        let giveUp = DispatchTime.now() + 10
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            guard DispatchTime.now() < giveUp else {
+                kill(pid, SIGKILL)
+                _ = waitpid(pid, &status, 0)
+                Issue.record("the child still waited for the handler after 10 s")
+                break
+            }
+            usleep(1_000)
+        }
+        #expect(status == 0, "child status \(status)")
+        // In the parent, the handler is still running, and is waited for.
+        let waiter = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            timer.cancelAndWait()
+            waiter.signal()
+        }
+        #expect(waiter.wait(timeout: .now() + .milliseconds(50)) == .timedOut, "the parent did not wait")
+        release.signal()
+        #expect(waiter.wait(timeout: .now() + 10) == .success)
+    }
+
     /// An `ExpiringValue` in a forked child is the child's copy: touching or invalidating it
     /// reaches nothing of the parent's, whose value still expires on time and whose other
     /// value stays; a value made on the parent's engine is kept but cannot expire by itself,

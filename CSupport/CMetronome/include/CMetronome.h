@@ -237,6 +237,20 @@ int mtr_engine_was_stopped(const mtr_engine *engine);
 int mtr_engine_is_inherited(const mtr_engine *engine);
 
 /**
+ * mtr_fork_generation - how many forks lie between this process and its
+ * first ancestor that used the library
+ *
+ * A binding keeps it beside state that a thread of its own may leave half
+ * done (a callback running): in a forked child, where that thread does not
+ * exist, a different count says the work is over.
+ *
+ * Context: any thread.
+ * Return: 0 in a process not forked since the library was first used;
+ * each fork adds 1 in the child.
+ */
+uint32_t mtr_fork_generation(void);
+
+/**
  * mtr_shared_lock - lock the process-wide slot of a binding's shared engine
  *
  * A binding's engine for everyone (the Swift layer's TimerEngine.shared) is

@@ -1,3 +1,4 @@
+internal import CMetronome
 @preconcurrency import Dispatch
 
 /// The shell around ``TimerStateMachine``: decides under the lock, acts outside it.
@@ -30,15 +31,88 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
-    // In this order, with the count in 32 bits, the fields leave no padding.
+    /// A firing on its way to the handler: what it stands for, and from which arming.
+    private struct Firing {
+        var tick: Tick
+        let arming: UInt64
+
+        /// This firing, standing also for `earlier`, which waited and never ran: of the
+        /// same arming it counts as a skipped period; of another, it is stale.
+        func merged(after earlier: Firing) -> Firing {
+            guard earlier.arming == self.arming else { return self }
+            var merged = self
+            merged.tick.missed = Int(clamping: Int128(self.tick.missed) + Int128(earlier.tick.missed) + 1)
+            return merged
+        }
+    }
+
+    /// What waits on a busy timer: callers for its handler to end, and a firing for its
+    /// turn. Made only then, so an idle timer carries none. Reached only under the lock.
+    private final class Waiting {
+        /// Callers in `cancelAndWait` or `cancelAndAwaitHandlers`; released when the
+        /// handler ends.
+        var callers: [HandlerWaiter] = []
+        var firing: Firing?
+    }
+
+    // In this order the fields leave no padding: the flags and the fork count fill the
+    // machine's last word.
     private struct Storage {
         var machine = TimerStateMachine()
-        /// Handlers running now: at most one per thread delivering this timer's firings.
-        var handlersRunning: UInt32 = 0
+        /// A firing is being delivered: on its way to the queue, or running the handler.
+        /// Another that comes meanwhile waits its turn, merged with any other waiting, so
+        /// that one timer's handlers never overlap (a dispatch source's never do, even on a
+        /// concurrent queue) and a slow handler never has stale firings queued behind it.
+        var isDelivering = false
+        var isHandlerRunning = false
+        /// The process's fork count (`mtr_fork_generation`) when the delivery began: in a
+        /// child forked meanwhile, no thread delivers it, so it is over there.
+        var deliveringInFork: UInt32 = 0
         var handler: Handler?
-        /// Callers waiting in `cancelAndWait` or `cancelAndAwaitHandlers` for the running
-        /// handlers to finish; the last handler to finish releases them.
-        var handlerWaiters: [HandlerWaiter] = []
+        var waiting: Waiting?
+
+        /// Whether a delivery is under way in this process.
+        var isBusy: Bool { self.isDelivering && self.deliveringInFork == mtr_fork_generation() }
+
+        /// Takes `firing` for delivery, or has it wait its turn behind the one under way.
+        /// A firing of an arming no longer current is dropped: it would run nothing.
+        mutating func admit(_ firing: Firing) -> Bool {
+            guard self.isBusy else {
+                self.isDelivering = true
+                self.isHandlerRunning = false
+                self.deliveringInFork = mtr_fork_generation()
+                return true
+            }
+            guard self.machine.isCurrent(arming: firing.arming) else { return false }
+            let waiting = self.waiting ?? Waiting()
+            waiting.firing = waiting.firing.map { firing.merged(after: $0) } ?? firing
+            self.waiting = waiting
+            return false
+        }
+
+        /// Ends a firing's turn: the firing that waited, if any, takes it.
+        mutating func nextFiring() -> Firing? {
+            guard let firing = self.waiting?.firing else {
+                self.isDelivering = false
+                return nil
+            }
+            self.waiting?.firing = nil
+            self.dropWaitingIfEmpty()
+            return firing
+        }
+
+        mutating func takeCallers() -> [HandlerWaiter]? {
+            guard let waiting = self.waiting, !waiting.callers.isEmpty else { return nil }
+            defer {
+                waiting.callers = []
+                self.dropWaitingIfEmpty()
+            }
+            return waiting.callers
+        }
+
+        private mutating func dropWaitingIfEmpty() {
+            if let waiting = self.waiting, waiting.callers.isEmpty, waiting.firing == nil { self.waiting = nil }
+        }
 
         /// The handler, taken out once the timer is idle or cancelled: no firing runs it
         /// then, and the next schedule brings its own. Its captures may hold the timer's
@@ -261,9 +335,11 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// handler runs; `nil` when none does, and nothing is made.
     private func waitForHandlers<Wait>(_ makeWaiter: () -> (HandlerWaiter, Wait)) -> Wait? {
         self.withLockedStorage { storage in
-            guard storage.handlersRunning > 0 else { return nil }
+            guard storage.isHandlerRunning, storage.isBusy else { return nil }
             let (waiter, wait) = makeWaiter()
-            storage.handlerWaiters.append(waiter)
+            let waiting = storage.waiting ?? Waiting()
+            waiting.callers.append(waiter)
+            storage.waiting = waiting
             return wait
         }
     }
@@ -339,26 +415,59 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         return result
     }
 
-    /// A firing of `arming`: runs the handler if it is the current arming's, or arms the
-    /// rest of a schedule that a reschedule pushed past the arming's deadline.
+    /// A firing of `arming`, on the timer's queue (or the seam's thread without one).
     override func receive(_ tick: Tick, from arming: UInt64) {
-        var rest: TimerStateMachine.Arm?
-        var running = self.withLockedStorage { storage -> Handler? in
-            switch storage.machine.fired(arming: arming, scheduled: tick.scheduled.nanoseconds) {
-            case .runHandler:
-                storage.handlersRunning += 1
-                // A one-shot that fired is idle: its handler is moved out, not copied, and
-                // goes once it returns.
-                return storage.takeHandlerIfStopped() ?? storage.handler
-            case .arm(let arm):
-                if !self.moveInPlace(arm, &storage) { rest = arm }
-                return nil
-            case .ignore:
-                return nil
+        self.deliver(Firing(tick: tick, arming: arming), admitted: false)
+    }
+
+    /// A firing of `arming` on the engine's firing thread, for a timer with a queue: it goes
+    /// to the queue unless one of this timer's is on its way or running, and then waits.
+    override func enqueue(_ tick: Tick, from arming: UInt64) {
+        let firing = Firing(tick: tick, arming: arming)
+        guard self.withLockedStorage({ $0.admit(firing) }) else { return }
+        self.queue?.async { self.deliver(firing, admitted: true) }
+    }
+
+    /// Runs `firing` (admitting it first unless `admitted`), then each firing that waited
+    /// its turn meanwhile: here without a queue, and in a block of its own on the queue, so
+    /// that a timer whose handler falls behind never holds a serial queue for good.
+    ///
+    /// Runs the handler if the firing is the current arming's, or arms the rest of a
+    /// schedule that a reschedule pushed past the arming's deadline.
+    private func deliver(_ firing: Firing, admitted: Bool) {
+        var next: Firing? = firing
+        var admitted = admitted
+        while let firing = next {
+            var rest: TimerStateMachine.Arm?
+            var running: Handler?
+            next = self.withLockedStorage { storage -> Firing? in
+                guard admitted || storage.admit(firing) else { return nil }
+                switch storage.machine.fired(arming: firing.arming, scheduled: firing.tick.scheduled.nanoseconds) {
+                case .runHandler:
+                    storage.isHandlerRunning = true
+                    // A one-shot that fired is idle: its handler is moved out, not copied, and
+                    // goes once it returns.
+                    running = storage.takeHandlerIfStopped() ?? storage.handler
+                    return nil
+                case .arm(let arm):
+                    if !self.moveInPlace(arm, &storage) { rest = arm }
+                case .ignore:
+                    break
+                }
+                return storage.nextFiring()
+            }
+            admitted = true
+            if let rest { _ = self.accepted(rest) }
+            if running != nil { next = self.run(&running, firing.tick) }
+            if let following = next, let queue = self.queue {
+                queue.async { self.deliver(following, admitted: true) }
+                return
             }
         }
-        if let rest { _ = self.accepted(rest) }
-        guard running != nil else { return }
+    }
+
+    /// Runs the handler, then ends the firing's turn: returns the firing that waited.
+    private func run(_ running: inout Handler?, _ tick: Tick) -> Firing? {
         // Released while the handler still counts as running: its captures' deinits have
         // run when `cancelAndWait` returns, and one that calls `cancelAndWait` on this
         // timer returns at once instead of waiting for itself.
@@ -366,13 +475,11 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             running?.run(tick)
             running = nil
         }
-        let waiters = self.withLockedStorage { storage -> [HandlerWaiter]? in
-            storage.handlersRunning -= 1
-            // Taken only when there are waiters: the common firing touches no array.
-            guard storage.handlersRunning == 0, !storage.handlerWaiters.isEmpty else { return nil }
-            defer { storage.handlerWaiters = [] }
-            return storage.handlerWaiters
+        let (callers, next) = self.withLockedStorage { storage in
+            storage.isHandlerRunning = false
+            return (storage.takeCallers(), storage.nextFiring())
         }
-        waiters?.forEach { $0.release() }
+        callers?.forEach { $0.release() }
+        return next
     }
 }

@@ -78,6 +78,12 @@ class FiringReceiver: @unchecked Sendable {
         preconditionFailure("a FiringReceiver subclass receives firings")
     }
 
+    /// A firing of `arming` on a seam's own thread, for a receiver with a ``queue``: to be
+    /// taken there. Only a timer has a queue, and it overrides this.
+    func enqueue(_ tick: Tick, from arming: UInt64) {
+        preconditionFailure("a FiringReceiver with a queue enqueues firings")
+    }
+
     /// The seam let go of one of this receiver's armings, with none of its locks held.
     func released() {}
 }

@@ -1,0 +1,90 @@
+// Handlers on a queue: one timer's never overlap, whatever the queue, and one that falls
+// behind gets the latest firing with the skipped periods counted, not a backlog.
+@preconcurrency import Dispatch
+import Glibc
+import Metronome
+import Synchronization
+import Testing
+
+@Suite(.serialized, .tags(.realTime))
+struct SafeDispatchTimerQueueTests {
+    /// The handlers running now and the most that ever ran at once.
+    private final class Overlap: Sendable {
+        private let running = Atomic<Int>(0)
+        private let most = Atomic<Int>(0)
+        private let ticks = LockedCondition([Tick]())
+
+        func enter(_ tick: Tick) {
+            let now = self.running.add(1, ordering: .sequentiallyConsistent).newValue
+            _ = self.most.max(now, ordering: .relaxed)
+            self.ticks.withLock { $0.append(tick) }
+        }
+
+        func leave() {
+            _ = self.running.subtract(1, ordering: .sequentiallyConsistent)
+        }
+
+        var mostAtOnce: Int { self.most.load(ordering: .relaxed) }
+        var seen: [Tick] { self.ticks.withLock { $0 } }
+    }
+
+    /// A repeating timer on a concurrent queue whose first handler waits for a second one to
+    /// start, while the timer keeps firing and is rescheduled (on GCD, a new source): none
+    /// starts until the first returns, as with a dispatch source.
+    @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real)
+    func handlersOfOneTimerNeverOverlapOnAConcurrentQueue(kind: HarnessKind) throws {
+        let harness = try kind.make()
+        defer { harness.tearDown() }
+        let queue = DispatchQueue(label: "metronome.tests.concurrent", attributes: .concurrent)
+        let timer = harness.makeTimer(queue: queue)
+        let overlap = Overlap()
+        let isFirst = Atomic<Bool>(true)
+        let firstRuns = DispatchSemaphore(value: 0)
+        let secondRuns = DispatchSemaphore(value: 0)
+        let handler: @Sendable (Tick) -> Void = { tick in
+            overlap.enter(tick)
+            if isFirst.exchange(false, ordering: .relaxed) {
+                firstRuns.signal()
+                _ = secondRuns.wait(timeout: .now() + .milliseconds(300))
+            } else {
+                secondRuns.signal()
+            }
+            overlap.leave()
+        }
+        #expect(timer.schedule(after: .milliseconds(1), every: .milliseconds(2), handler: handler))
+        try #require(firstRuns.wait(timeout: .now() + 10) == .success)
+        #expect(timer.reschedule(after: .milliseconds(1), every: .milliseconds(2)))
+        #expect(eventually { overlap.seen.count >= 3 })
+        timer.cancelAndWait()
+        #expect(overlap.mostAtOnce == 1)
+    }
+
+    /// A handler that takes ten periods, on a serial queue: each firing it runs for is the
+    /// latest, its `missed` counting the periods skipped since the one before, so that the
+    /// sequence keeps up with time rather than with the handler.
+    @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real)
+    func aSlowHandlerOnASerialQueueGetsTheLatestFiringNotABacklog(kind: HarnessKind) throws {
+        let harness = try kind.make()
+        defer { harness.tearDown() }
+        let timer = harness.makeTimer(queue: DispatchQueue(label: "metronome.tests.serial"))
+        let overlap = Overlap()
+        let start = harness.now
+        #expect(
+            timer.schedule(after: .milliseconds(1), every: .milliseconds(1)) { tick in
+                overlap.enter(tick)
+                usleep(10_000)
+                overlap.leave()
+            })
+        usleep(300_000)
+        timer.cancelAndWait()
+        let elapsed = start.duration(to: harness.now)
+        let ticks = overlap.seen
+        let last = try #require(ticks.last)
+        for (previous, tick) in zip(ticks, ticks.dropFirst()) {
+            #expect(tick.sequence == previous.sequence + UInt64(tick.missed) + 1, "\(previous) then \(tick)")
+        }
+        // A backlog would have reached about one period per handler run: a tenth of this.
+        #expect(Int(last.sequence) >= Int(elapsed / .milliseconds(1)) / 2, "\(ticks.count) ticks over \(elapsed)")
+        #expect(overlap.mostAtOnce == 1)
+    }
+}
