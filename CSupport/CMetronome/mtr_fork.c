@@ -7,8 +7,8 @@
  * wake-up; freeing the event base would remove the parent's timerfds from
  * their shared epoll set. So an engine is dead in the child: it arms
  * nothing, cancel and destroy only edit the child's memory, and destroying
- * it gives libevent a fresh backend first (event_reinit) so that nothing
- * reaches the parent's epoll set.
+ * it closes the child's copies of the timerfds before it frees the event
+ * base, so that nothing reaches the parent's epoll set (mtr_teardown.c).
  *
  * A binding's shared engine lives in a slot here (mtr_shared_lock), so that
  * a child never inherits it half made: the child then makes its own.

@@ -77,16 +77,26 @@ mtr_engine_drop_timers_(mtr_engine *engine)
 }
 
 static void
-mtr_shard_free_(struct mtr_shard *shard, bool free_events)
+mtr_shard_close_fds_(struct mtr_shard *shard)
 {
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 		struct mtr_clock_state *state = &shard->clocks[c];
-		if (state->event != NULL && free_events)
-			event_free(state->event);
 		if (state->fd >= 0)
 			close(state->fd);
+		state->fd = -1;
+	}
+}
+
+static void
+mtr_shard_free_(struct mtr_shard *shard)
+{
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		struct mtr_clock_state *state = &shard->clocks[c];
+		if (state->event != NULL)
+			event_free(state->event);
 		mtr_timerset_free_(&state->set);
 	}
+	mtr_shard_close_fds_(shard);
 	mtr_slots_free_(shard);
 	mtr_batch_free_(&shard->batch);
 }
@@ -95,15 +105,21 @@ void
 mtr_engine_free_(mtr_engine *engine)
 {
 	mtr_fork_unregister_(engine);
-	/* In a forked child the base's epoll instance is the parent's:
+	/* In a forked child the base's epoll instance is the parent's, and
+	 * our timerfds are copies of the parent's under the same numbers:
 	 * removing our events from it would remove the parent's timerfds.
-	 * event_reinit gives the base an epoll of its own first; should it
-	 * fail, the base is left as it is (its descriptors close on exec). */
-	bool free_base = engine->base != NULL &&
-	    (!engine->inherited || event_reinit(engine->base) == 0);
+	 * Closed first, our copies name nothing there to remove (libevent
+	 * takes the EBADF of a removal as done), and freeing the base closes
+	 * only our copies of its own descriptors. (event_reinit, which gives
+	 * the base an epoll instance of its own, would need a descriptor and
+	 * memory, and libevent ends the process when it gets neither.) */
+	if (engine->inherited) {
+		for (uint32_t s = 0; s < engine->shard_count; s++)
+			mtr_shard_close_fds_(&engine->shards[s]);
+	}
 	for (uint32_t s = 0; s < engine->shard_count; s++)
-		mtr_shard_free_(&engine->shards[s], free_base);
-	if (free_base)
+		mtr_shard_free_(&engine->shards[s]);
+	if (engine->base != NULL)
 		event_base_free(engine->base);
 	free(engine->shards);
 	pthread_cond_destroy(&engine->thread_done);

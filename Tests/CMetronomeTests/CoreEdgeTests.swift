@@ -217,6 +217,32 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// A forked child that can open no descriptor still destroys the engine it inherited,
+        /// releasing the contexts, and leaves the parent's timer to fire on time. The child's
+        /// teardown used to give the event base an epoll instance of its own first
+        /// (`event_reinit`), and libevent ended the process when it could not make one.
+        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        func aChildOutOfDescriptorsStillDestroysTheEngineItInherited(shards: UInt32) throws {
+            let engine = try Engine(shards: shards)
+            let parentTimer = try engine.makeTimer()
+            let deadline = Time.monotonic() + 300 * Time.ms
+            try #require(parentTimer.armOnce(at: deadline) == 0)
+            let code = exitCodeOfChild {
+                var none = rlimit(rlim_cur: 0, rlim_max: 0)
+                getrlimit(Int32(RLIMIT_NOFILE.rawValue), &none)
+                none.rlim_cur = 0
+                guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &none) == 0, dup(0) == -1 else { return 10 }
+                mtr_engine_destroy(engine.handle)
+                return parentTimer.releases.load(ordering: .acquiring) == 1 ? 0 : 11
+            }
+            #expect(code == 0)
+            #expect(engine.waitFirings(1))
+            let firing = try #require(engine.firings.first)
+            #expect(firing.fired - deadline < Bounds.lateSlackNs, "the child moved the parent's wake-up")
+            engine.destroy()
+            engine.expectAllReleasedOnce()
+        }
+
         /// A fork while two engines of the most shards exist: the fork handlers hold all 130
         /// of their locks at once, and the child finds both engines inherited. (Announced to
         /// ThreadSanitizer, those shard locks overflowed the 128 locks one thread may hold in
