@@ -174,6 +174,10 @@ typedef struct mtr_engine_info {
  *
  * An engine needs six descriptors: one timerfd per clock, an epoll
  * instance and a pipe; each shard after the first, three more timerfds.
+ * The engine holds the last three before libevent makes its epoll
+ * instance and pipe, and libevent ends the process when the pipe fails:
+ * should another thread take those descriptors in between, or the
+ * system's file table fill (ENFILE), that is where it does.
  *
  * Context: any thread.
  * Return: 0; EINVAL for a configuration mtr_engine_config_check() refuses;
