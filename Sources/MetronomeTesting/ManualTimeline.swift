@@ -16,7 +16,9 @@ import Metronome
 ///
 /// Every clock reads the same virtual time, starting at ``init(startingAt:)``. Handlers run
 /// on the thread that advances time, whatever queue the timer was given, and at their
-/// exact deadline: leeway is accepted and ignored.
+/// exact deadline: leeway is accepted and ignored. A handler that advances time and so
+/// fires its own timer gets that firing when it returns, on the same thread: one timer's
+/// handlers never overlap.
 public final class ManualTimeline: TimerBackend, Sendable {
     private struct Entry {
         var deadline: Int64

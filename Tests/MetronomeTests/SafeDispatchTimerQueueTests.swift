@@ -3,6 +3,7 @@
 @preconcurrency import Dispatch
 import Glibc
 import Metronome
+import MetronomeTesting
 import Synchronization
 import Testing
 
@@ -86,5 +87,37 @@ struct SafeDispatchTimerQueueTests {
         // A backlog would have reached about one period per handler run: a tenth of this.
         #expect(Int(last.sequence) >= Int(elapsed / .milliseconds(1)) / 2, "\(ticks.count) ticks over \(elapsed)")
         #expect(overlap.mostAtOnce == 1)
+    }
+}
+
+@Suite
+struct SafeDispatchTimerNestedFiringTests {
+    /// On virtual time a handler that advances the timeline fires its own timer on its own
+    /// stack: that firing waits for the handler to return and then runs on the same thread,
+    /// before `advance` returns, as a virtual timeline runs every handler, whatever queue
+    /// the timer was given (here one never drained), not on that queue.
+    @Test func aFiringThatCameDuringItsHandlerRunsOnTheAdvancingThread() {
+        let timeline = ManualTimeline()
+        let idle = DispatchQueue(label: "metronome.tests.suspended")
+        idle.suspend()
+        defer { idle.resume() }
+        let timer = SafeDispatchTimer(queue: idle, backend: .custom(timeline))
+        let ticks = LockedCondition([Tick]())
+        let advancer = pthread_self()
+        let elsewhere = Atomic<Int>(0)
+        #expect(
+            timer.schedule(after: .seconds(1), every: .seconds(1)) { tick in
+                let isOuter = ticks.withLock { ticks in
+                    ticks.append(tick)
+                    return ticks.count == 1
+                }
+                if pthread_equal(pthread_self(), advancer) == 0 { elsewhere.add(1, ordering: .relaxed) }
+                if isOuter { timeline.advance(by: .seconds(1)) }
+            })
+        timeline.advance(by: .seconds(1))
+        let seen = ticks.withLock { $0 }
+        #expect(seen.map(\.sequence) == [0, 1])
+        #expect(elsewhere.load(ordering: .relaxed) == 0)
+        timer.cancel()
     }
 }

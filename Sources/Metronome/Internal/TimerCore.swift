@@ -55,8 +55,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         var firing: Firing?
     }
 
-    // In this order the fields leave no padding: the flags and the fork count fill the
-    // machine's last word.
+    // In this order the fields take no more room than the machine's last word leaves: the
+    // flags and the fork count fill it, but for a byte.
     private struct Storage {
         var machine = TimerStateMachine()
         /// A firing is being delivered: on its way to the queue, or running the handler.
@@ -66,21 +66,24 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         var isDelivering = false
         var isHandlerRunning = false
         /// The process's fork count (`mtr_fork_generation`) when the delivery began: in a
-        /// child forked meanwhile, no thread delivers it, so it is over there.
+        /// child forked meanwhile, no thread delivers it, so it is over there. Read before
+        /// the lock is taken, as the first read installs the fork handlers.
         var deliveringInFork: UInt32 = 0
         var handler: Handler?
         var waiting: Waiting?
 
-        /// Whether a delivery is under way in this process.
-        var isBusy: Bool { self.isDelivering && self.deliveringInFork == mtr_fork_generation() }
+        /// Whether a delivery is under way in the process of fork count `fork`.
+        func isBusy(inFork fork: UInt32) -> Bool {
+            self.isDelivering && self.deliveringInFork == fork
+        }
 
         /// Takes `firing` for delivery, or has it wait its turn behind the one under way.
         /// A firing of an arming no longer current is dropped: it would run nothing.
-        mutating func admit(_ firing: Firing) -> Bool {
-            guard self.isBusy else {
+        mutating func admit(_ firing: Firing, inFork fork: UInt32) -> Bool {
+            guard self.isBusy(inFork: fork) else {
                 self.isDelivering = true
                 self.isHandlerRunning = false
-                self.deliveringInFork = mtr_fork_generation()
+                self.deliveringInFork = fork
                 return true
             }
             guard self.machine.isCurrent(arming: firing.arming) else { return false }
@@ -334,8 +337,9 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Queues the waiter `makeWaiter` builds, and returns what comes with it, only while a
     /// handler runs; `nil` when none does, and nothing is made.
     private func waitForHandlers<Wait>(_ makeWaiter: () -> (HandlerWaiter, Wait)) -> Wait? {
-        self.withLockedStorage { storage in
-            guard storage.isHandlerRunning, storage.isBusy else { return nil }
+        let fork = mtr_fork_generation()
+        return self.withLockedStorage { storage in
+            guard storage.isHandlerRunning, storage.isBusy(inFork: fork) else { return nil }
             let (waiter, wait) = makeWaiter()
             let waiting = storage.waiting ?? Waiting()
             waiting.callers.append(waiter)
@@ -424,31 +428,40 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// to the queue unless one of this timer's is on its way or running, and then waits.
     override func enqueue(_ tick: Tick, from arming: UInt64) {
         let firing = Firing(tick: tick, arming: arming)
-        guard self.withLockedStorage({ $0.admit(firing) }) else { return }
+        let fork = mtr_fork_generation()
+        guard self.withLockedStorage({ $0.admit(firing, inFork: fork) }) else { return }
         self.queue?.async { self.deliver(firing, admitted: true) }
     }
 
-    /// Runs `firing` (admitting it first unless `admitted`), then each firing that waited
-    /// its turn meanwhile: here without a queue, and in a block of its own on the queue, so
-    /// that a timer whose handler falls behind never holds a serial queue for good.
+    /// Runs `firing` (admitting it first unless `admitted` on its way to the queue), then
+    /// each firing that waited its turn meanwhile, where `firing` ran: right here for one
+    /// the seam delivered (on its own thread, or on the queue it was given; a virtual
+    /// timeline runs handlers on the thread that advances it), and in a block of its own on
+    /// the queue for one this timer took there, so that a timer whose handler falls behind
+    /// never holds a serial queue for good.
     ///
     /// Runs the handler if the firing is the current arming's, or arms the rest of a
     /// schedule that a reschedule pushed past the arming's deadline.
     private func deliver(_ firing: Firing, admitted: Bool) {
+        let fork = mtr_fork_generation()
+        let queue = admitted ? self.queue : nil
         var next: Firing? = firing
         var admitted = admitted
         while let firing = next {
             var rest: TimerStateMachine.Arm?
             var running: Handler?
             next = self.withLockedStorage { storage -> Firing? in
-                guard admitted || storage.admit(firing) else { return nil }
+                guard admitted || storage.admit(firing, inFork: fork) else { return nil }
                 switch storage.machine.fired(arming: firing.arming, scheduled: firing.tick.scheduled.nanoseconds) {
                 case .runHandler:
-                    storage.isHandlerRunning = true
                     // A one-shot that fired is idle: its handler is moved out, not copied, and
-                    // goes once it returns.
+                    // goes once it returns. (A running timer always has one; a delivery that
+                    // found none would still end below.)
                     running = storage.takeHandlerIfStopped() ?? storage.handler
-                    return nil
+                    guard running == nil else {
+                        storage.isHandlerRunning = true
+                        return nil
+                    }
                 case .arm(let arm):
                     if !self.moveInPlace(arm, &storage) { rest = arm }
                 case .ignore:
@@ -458,8 +471,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             }
             admitted = true
             if let rest { _ = self.accepted(rest) }
-            if running != nil { next = self.run(&running, firing.tick) }
-            if let following = next, let queue = self.queue {
+            if running != nil { next = self.run(&running, firing.tick, inFork: fork) }
+            if let following = next, let queue {
                 queue.async { self.deliver(following, admitted: true) }
                 return
             }
@@ -467,7 +480,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     /// Runs the handler, then ends the firing's turn: returns the firing that waited.
-    private func run(_ running: inout Handler?, _ tick: Tick) -> Firing? {
+    private func run(_ running: inout Handler?, _ tick: Tick, inFork fork: UInt32) -> Firing? {
         // Released while the handler still counts as running: its captures' deinits have
         // run when `cancelAndWait` returns, and one that calls `cancelAndWait` on this
         // timer returns at once instead of waiting for itself.
@@ -475,6 +488,9 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             running?.run(tick)
             running = nil
         }
+        // A handler that forked goes on in the child too, outside this timer's deliveries
+        // there (see `deliveringInFork`): that copy leaves them be.
+        guard mtr_fork_generation() == fork else { return nil }
         let (callers, next) = self.withLockedStorage { storage in
             storage.isHandlerRunning = false
             return (storage.takeCallers(), storage.nextFiring())
