@@ -26,9 +26,7 @@ static void *mtr_shared_slot;
 static pthread_mutex_t mtr_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mtr_engine *mtr_registry_head;
 static pthread_once_t mtr_handlers_once = PTHREAD_ONCE_INIT;
-/* Written only by the child's handler, before the child has a second
- * thread. */
-static uint32_t mtr_forks;
+uint32_t mtr_fork_count_;
 
 static void
 mtr_fork_prepare_(void)
@@ -57,7 +55,7 @@ mtr_fork_parent_(void)
 static void
 mtr_fork_child_(void)
 {
-	mtr_forks++;
+	mtr_fork_count_++;
 	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
 		e->inherited = true;
 		e->stopping = true;
@@ -89,12 +87,10 @@ mtr_fork_install_(void)
 	    mtr_fork_child_);
 }
 
-uint32_t
-mtr_fork_generation(void)
+void
+mtr_fork_watch(void)
 {
-	/* Installed on first use: a fork that comes after it is counted. */
 	pthread_once(&mtr_handlers_once, mtr_fork_install_);
-	return mtr_forks;
 }
 
 void *

@@ -241,18 +241,36 @@ int mtr_engine_was_stopped(const mtr_engine *engine);
 int mtr_engine_is_inherited(const mtr_engine *engine);
 
 /**
+ * mtr_fork_watch - have forks counted from now on (mtr_fork_generation)
+ *
+ * Creating an engine does it too. Idempotent.
+ *
+ * Context: any thread.
+ */
+void mtr_fork_watch(void);
+
+/* What mtr_fork_generation() reads; written only by the fork handler in a
+ * child, before the child has a second thread. */
+extern uint32_t mtr_fork_count_;
+
+/**
  * mtr_fork_generation - how many forks lie between this process and its
- * first ancestor that used the library
+ * ancestor that first watched them
  *
  * A binding keeps it beside state that a thread of its own may leave half
  * done (a callback running): in a forked child, where that thread does not
- * exist, a different count says the work is over.
+ * exist, a different count says the work is over. Inline, for a binding
+ * reads it on every firing.
  *
  * Context: any thread.
- * Return: 0 in a process not forked since the library was first used;
- * each fork adds 1 in the child.
+ * Return: 0 in a process not forked since mtr_fork_watch() (or the first
+ * engine); each fork adds 1 in the child.
  */
-uint32_t mtr_fork_generation(void);
+static inline uint32_t
+mtr_fork_generation(void)
+{
+	return mtr_fork_count_;
+}
 
 /**
  * mtr_shared_lock - lock the process-wide slot of a binding's shared engine

@@ -66,8 +66,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         var isDelivering = false
         var isHandlerRunning = false
         /// The process's fork count (`mtr_fork_generation`) when the delivery began: in a
-        /// child forked meanwhile, no thread delivers it, so it is over there. Read before
-        /// the lock is taken, as the first read installs the fork handlers.
+        /// child forked meanwhile, no thread delivers it, so it is over there.
         var deliveringInFork: UInt32 = 0
         var handler: Handler?
         var waiting: Waiting?
@@ -141,6 +140,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         self.firing = firing
         self.clock = clock
         super.init(queue: queue)
+        // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
+        mtr_fork_watch()
     }
 
     /// The backend this core fires on, as the caller named it.
