@@ -108,7 +108,9 @@ public final class SafeDispatchTimer: Sendable {
     /// - Parameters:
     ///   - queue: Where the handler runs. `nil` runs it on the firing thread itself: the
     ///     lowest latency, for handlers that return quickly (with `.dispatch`, on a private
-    ///     serial queue).
+    ///     serial queue). On any queue, concurrent too, the timer's handlers run one at a
+    ///     time, as a dispatch source's do: a firing that comes while one runs waits, merged
+    ///     into the latest, whose ``Tick/missed`` counts the ones it stands for.
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
