@@ -26,7 +26,7 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
     case sequenceNotIncreasing = "sequence_not_increasing"
     /// `sequence ≠ previous.sequence + missed + 1` within one arming.
     case sequenceGap = "sequence_gap"
-    /// Two handlers of one timer ran at once (no queue given: they must be serial).
+    /// Two handlers of one timer ran at once: on any queue, concurrent too, they must not.
     case overlappingHandlers = "overlapping_handlers"
     /// Handler contexts still alive after every timer was dropped and the engines stopped.
     case liveContexts = "live_contexts"

@@ -15,8 +15,8 @@ final class StressTimer: Sendable {
     let shadow = LockedCondition(StressShadow())
     let repeating: Bool
 
-    init(backend: SafeDispatchTimer.Backend, repeating: Bool) {
-        self.timer = SafeDispatchTimer(queue: nil, backend: backend)
+    init(backend: SafeDispatchTimer.Backend, repeating: Bool, queue: DispatchQueue?) {
+        self.timer = SafeDispatchTimer(queue: queue, backend: backend)
         self.repeating = repeating
     }
 }
@@ -58,6 +58,9 @@ final class StressTimerPool: StressSubject {
     /// The engine behind ``backend``, whose counters are checked at the end; `nil` for GCD.
     private let engine: TimerEngine?
     private let slots: [LockedCondition<StressTimer?>]
+    /// Where a quarter of the timers run their handlers: a concurrent queue, on which one
+    /// timer's handlers must still run one at a time.
+    private let handlerQueue = DispatchQueue(label: "metronome.stress.handlers", attributes: .concurrent)
     private let violations: StressViolations
     private let live = StressLiveObjects()
     private let tokens = Atomic<UInt64>(0)
@@ -80,12 +83,17 @@ final class StressTimerPool: StressSubject {
         self.violations = violations
     }
 
+    private func newTimer(repeating: Bool, _ random: inout SplitMix64) -> StressTimer {
+        let queue = random.next(below: 4) == 0 ? self.handlerQueue : nil
+        return StressTimer(backend: self.backend, repeating: repeating, queue: queue)
+    }
+
     func step(_ random: inout SplitMix64) -> Int {
         let operation = Operation(rawValue: random.pick(weights: self.weights, total: self.totalWeight))!
         let slot = Int(random.next(below: Int64(self.slots.count)))
         switch operation {
         case .create:
-            let timer = StressTimer(backend: self.backend, repeating: random.next(below: 10) < 4)
+            let timer = self.newTimer(repeating: random.next(below: 10) < 4, &random)
             let old = self.slots[slot].withLock { current in
                 defer { current = timer }
                 return current
@@ -101,7 +109,7 @@ final class StressTimerPool: StressSubject {
             // Scheduling an empty slot fills it first, so most slots hold a timer.
             let timer =
                 self.occupant(of: slot)
-                ?? self.install(StressTimer(backend: self.backend, repeating: random.next(below: 10) < 4), in: slot)
+                ?? self.install(self.newTimer(repeating: random.next(below: 10) < 4, &random), in: slot)
             self.schedule(timer, slot: slot, &random)
         case .reschedule:
             if let timer = self.occupant(of: slot) { self.reschedule(timer, fromHandler: false, &random) }
@@ -285,7 +293,7 @@ final class StressTimerPool: StressSubject {
             self.reschedule(stress, fromHandler: true, &random)
         case 80..<100:
             let replacement =
-                random.next(below: 2) == 0 ? StressTimer(backend: self.backend, repeating: stress.repeating) : nil
+                random.next(below: 2) == 0 ? self.newTimer(repeating: stress.repeating, &random) : nil
             let old = self.slots[slot].withLock { current -> StressTimer? in
                 guard current === stress else { return nil }
                 defer { current = replacement }
