@@ -38,9 +38,12 @@ struct DispatchBackend: TimerBackend {
             )
             source.schedule(wallDeadline: wall, repeating: repeating, leeway: leeway)
         }
-        let ticks = DispatchTickCounter(schedule: schedule)
+        // GCD runs a source's handler once at a time, but on a concurrent queue on any of its
+        // threads, and ThreadSanitizer sees no order between them: a lock says it.
+        let ticks = LockedBox(DispatchTickCounter(schedule: schedule))
         source.setEventHandler {
-            if let tick = ticks.next(firedNanoseconds: clock.now().nanoseconds) { fire(tick) }
+            let now = clock.now().nanoseconds
+            if let tick = ticks.withLockedValue({ $0.next(firedNanoseconds: now) }) { fire(tick) }
         }
         source.activate()
         return DispatchArmedTimer(source: source)
@@ -48,9 +51,8 @@ struct DispatchBackend: TimerBackend {
 }
 
 /// Rebuilds what GCD does not report: which deadline a firing stands for and how many it
-/// skipped, with the engine's meaning (see ``Tick``). Only the source's serial handler
-/// touches it.
-private final class DispatchTickCounter: @unchecked Sendable {
+/// skipped, with the engine's meaning (see ``Tick``).
+private struct DispatchTickCounter {
     private let schedule: TimerSchedule
     private var nextSequence: UInt64 = 0
 
@@ -60,7 +62,7 @@ private final class DispatchTickCounter: @unchecked Sendable {
 
     /// The tick for an event handled at `now`, or `nil` for an event GCD delivers for a
     /// deadline an earlier, late tick already covered.
-    func next(firedNanoseconds now: Int64) -> Tick? {
+    mutating func next(firedNanoseconds now: Int64) -> Tick? {
         var sequence = self.nextSequence
         if let period = self.schedule.periodNanoseconds, now > self.schedule.deadlineNanoseconds {
             // The latest deadline that has passed; the ones between are skipped.
