@@ -60,6 +60,34 @@ struct SafeDispatchTimerQueueTests {
         #expect(overlap.mostAtOnce == 1)
     }
 
+    /// An engine shut down while a timer's handler runs on its queue and a later firing waits
+    /// its turn: the timer is cancelled, the waiting firing runs no handler, and
+    /// `cancelAndWait` returns once the running one has.
+    @Test(.timeLimit(.minutes(1)))
+    func aShutdownWhileAFiringWaitsForItsHandlerRunsNoMore() throws {
+        let engine = try TimerEngine()
+        let timer = SafeDispatchTimer(queue: DispatchQueue(label: "metronome.tests.serial"), backend: .engine(engine))
+        let calls = Atomic<Int>(0)
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        #expect(
+            timer.schedule(after: .milliseconds(1), every: .milliseconds(1)) { _ in
+                guard calls.add(1, ordering: .relaxed).newValue == 1 else { return }
+                entered.signal()
+                release.wait()
+            })
+        try #require(entered.wait(timeout: .now() + 10) == .success)
+        // Periods pass: the next firing waits behind the running handler.
+        #expect(eventually { engine.counters.fired >= 3 })
+        engine.shutdown()
+        #expect(timer.state == .cancelled)
+        release.signal()
+        // Time for the waiting firing to reach the queue, before any cancel of ours.
+        usleep(20_000)
+        #expect(calls.load(ordering: .relaxed) == 1, "a handler ran after the shutdown")
+        timer.cancelAndWait()
+    }
+
     /// A handler that takes ten periods, on a serial queue: each firing it runs for is the
     /// latest, its `missed` counting the periods skipped since the one before, so that the
     /// sequence keeps up with time rather than with the handler.

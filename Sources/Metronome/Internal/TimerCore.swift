@@ -86,10 +86,17 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
                 return true
             }
             guard self.machine.isCurrent(arming: firing.arming) else { return false }
-            let waiting = self.waiting ?? Waiting()
+            let waiting = self.waitingMade()
             waiting.firing = waiting.firing.map { firing.merged(after: $0) } ?? firing
-            self.waiting = waiting
             return false
+        }
+
+        /// What waits on this timer, made if nothing did.
+        mutating func waitingMade() -> Waiting {
+            if let waiting = self.waiting { return waiting }
+            let waiting = Waiting()
+            self.waiting = waiting
+            return waiting
         }
 
         /// Ends a firing's turn: the firing that waited, if any, takes it.
@@ -105,11 +112,10 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
         mutating func takeCallers() -> [HandlerWaiter]? {
             guard let waiting = self.waiting, !waiting.callers.isEmpty else { return nil }
-            defer {
-                waiting.callers = []
-                self.dropWaitingIfEmpty()
-            }
-            return waiting.callers
+            let callers = waiting.callers
+            waiting.callers = []
+            self.dropWaitingIfEmpty()
+            return callers
         }
 
         private mutating func dropWaitingIfEmpty() {
@@ -342,9 +348,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         return self.withLockedStorage { storage in
             guard storage.isHandlerRunning, storage.isBusy(inFork: fork) else { return nil }
             let (waiter, wait) = makeWaiter()
-            let waiting = storage.waiting ?? Waiting()
-            waiting.callers.append(waiter)
-            storage.waiting = waiting
+            storage.waitingMade().callers.append(waiter)
             return wait
         }
     }
