@@ -80,12 +80,15 @@ public final class TimerEngine: Sendable {
     public struct Counters: Sendable, Hashable {
         /// Times the firing thread woke on a timerfd.
         public var wakeups: UInt64
-        /// Timers fired: each handler run, and each firing of a one-shot pushed later that
-        /// re-armed it for its new deadline instead.
+        /// Timers fired: each firing delivered, and each firing of a one-shot pushed later
+        /// that re-armed it for its new deadline instead. A firing that comes while its
+        /// timer's handler still runs is merged into the next, so handlers may run fewer times.
         public var fired: UInt64
         /// Firings later than their window by more than the late threshold.
         public var late: UInt64
-        /// Periods skipped by late repeating timers (the sum of every tick's `missed`).
+        /// Periods skipped by late repeating timers, as the firing thread saw them. A tick's
+        /// `missed` also counts the firings merged into it, so handlers see at most
+        /// `fired + missedPeriods` periods.
         public var missedPeriods: UInt64
         /// Timers armed now.
         public var armed: UInt64
