@@ -115,6 +115,14 @@ struct SafeDispatchTimerQueueTests {
         // A backlog would have reached about one period per handler run: a tenth of this.
         #expect(Int(last.sequence) >= Int(elapsed / .milliseconds(1)) / 2, "\(ticks.count) ticks over \(elapsed)")
         #expect(overlap.mostAtOnce == 1)
+        // The engine fired on time and counted each firing; those that waited reach the
+        // handlers in a later tick's `missed`, and the one waiting at the cancel not at all.
+        if let engine = (harness as? EngineHarness)?.engine {
+            let counters = engine.counters
+            let missedSeen = ticks.reduce(UInt64(0)) { $0 + UInt64($1.missed) }
+            #expect(UInt64(ticks.count) + missedSeen <= counters.fired + counters.missedPeriods, "\(counters)")
+            #expect(missedSeen > counters.missedPeriods, "no firing waited: \(counters)")
+        }
     }
 }
 
