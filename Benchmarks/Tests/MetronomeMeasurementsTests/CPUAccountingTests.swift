@@ -14,8 +14,10 @@ extension RealTime {
             #expect(busy.count == 1)
             let includingBefore = ProcessCPUTime.nanoseconds()
             let excludingBefore = ProcessCPUTime.nanoseconds(excluding: busy)
-            // Spinning, not sleeping: the busy thread must accumulate CPU time while we wait.
-            MonotonicTime.spin(nanoseconds: 100_000_000)
+            let busyBefore = try #require(ProcessCPUTime.threadNanoseconds(busy[0]))
+            // Spinning, not sleeping, until the busy thread has had 20 ms of CPU: on a loaded
+            // machine a fixed wait may give it less.
+            Self.spin { (ProcessCPUTime.threadNanoseconds(busy[0]) ?? busyBefore) - busyBefore >= 20_000_000 }
             let including = ProcessCPUTime.nanoseconds() - includingBefore
             let excluding = ProcessCPUTime.nanoseconds(excluding: busy) - excludingBefore
             #expect(excluding < including)
@@ -48,13 +50,18 @@ extension RealTime {
         @Test(.timeLimit(.minutes(1)))
         func runCostChargesTheBodyNotTheLoad() throws {
             let processBefore = ProcessCPUTime.nanoseconds()
+            let body = KernelThread.currentID()
+            let bodyBefore = try #require(ProcessCPUTime.threadNanoseconds(body))
             let (value, cost) = try RunCost.measure(load: 1) { () -> Int in
-                MonotonicTime.spin(nanoseconds: 50_000_000)
+                // Until the body has had 30 ms of CPU, not for a fixed time: the load thread,
+                // as runnable as the body, has by then had about as much, however loaded the
+                // machine.
+                Self.spin { (ProcessCPUTime.threadNanoseconds(body) ?? bodyBefore) - bodyBefore >= 30_000_000 }
                 return 7
             }
             let process = ProcessCPUTime.nanoseconds() - processBefore
             #expect(value == 7)
-            #expect(cost.elapsedNanoseconds >= 50_000_000)
+            #expect(cost.elapsedNanoseconds >= 30_000_000)
             #expect(cost.cpuNanoseconds >= 10_000_000)
             // The load thread spun beside the body: its time is in the process's total and not
             // in the cost. (Other threads of the test process count in both, so comparing the
@@ -62,6 +69,14 @@ extension RealTime {
             #expect(process - cost.cpuNanoseconds >= 10_000_000, "load charged: \(process) vs \(cost.cpuNanoseconds)")
             #expect(cost.perSecond(100) > 0)
             #expect(cost.cpuMillisecondsPer1k(firings: 0) == 0)
+        }
+
+        /// Spins until `done`, for at most ten seconds.
+        static func spin(until done: () -> Bool) {
+            let giveUp = MonotonicTime.now() + 10_000_000_000
+            while !done(), MonotonicTime.now() < giveUp {
+                MonotonicTime.spin(nanoseconds: 1_000_000)
+            }
         }
     }
 }
