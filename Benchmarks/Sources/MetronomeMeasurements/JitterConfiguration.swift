@@ -94,9 +94,12 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
     }
 
     /// How long a subject waits for the recorder before giving up: twice the expected run
-    /// time plus 5 s, generous because the machines are shared.
+    /// time plus 5 s, generous because the machines are shared. The last firing may come
+    /// a leeway after its deadline, and a backend that coalesces fires at the window's end.
     public var completionTimeout: Duration {
-        let expected = self.startLeadNanoseconds + Int64(self.firingsPerTimer) * self.intervalNanoseconds
+        let expected =
+            self.startLeadNanoseconds + Int64(self.firingsPerTimer) * self.intervalNanoseconds
+            + self.leewayNanoseconds
         return .nanoseconds(2 * expected) + .seconds(5)
     }
 }

@@ -82,6 +82,9 @@ struct OptionSweepTests {
         (["--affinity", "1-0"], "--affinity"),
         (["--threads", "100000"], "--threads"),
         (["--threads", "2", "--timers", "60000"], "--threads"),
+        // One thread per CPU named, or per CPU with --smp: two here, on two CPUs (on one,
+        // CPU 1 is refused instead).
+        (["--affinity", "0,1", "--timers", "60000"], "--affinity"),
     ])
     func threadOptionsThatCannotRunAreRefused(options: [String], named option: String) throws {
         let executable = try ChildProcess.product("metronome").get()
@@ -91,6 +94,54 @@ struct OptionSweepTests {
         #expect(run.status == 64, "\(arguments): exit \(run.status)")
         #expect(run.stderr.contains(option), "\(arguments): \(run.stderr)")
         #expect(run.stdout.isEmpty)
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.activeProcessorCount >= 2))
+    func smpCountsATimerSetPerCPU() throws {
+        try self.threadOptionsThatCannotRunAreRefused(options: ["--smp", "--timers", "60000"], named: "--smp")
+    }
+
+    /// Values each option's range allows but the run could not use: refused before
+    /// measuring, as a usage error of the subcommand that names the option, not as a
+    /// failed run (exit 1) after its other backends were measured, nor as an empty table.
+    @Test(arguments: [
+        (["jitter", "--backends", "engine-spin", "--spin", "1001"], "--spin"),
+        (["jitter", "--backends", "timerfd", "--hgrm", "/dev/null"], "--hgrm"),
+        (["coalesce", "--timers", "20", "--hgrm", "/dev/null/histograms"], "--hgrm"),
+        (["jitter", "--backends", "gcd,sleep-engine", "--clock", "wall"], "--clock"),
+    ])
+    func valuesTheRunCannotUseAreUsageErrors(arguments: [String], named option: String) throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let run = try ChildProcess.run(executable, arguments + ["--json"], timeout: 60)
+        #expect(run.reason == .exit)
+        #expect(run.status == 64, "\(arguments): exit \(run.status): \(run.stderr)")
+        #expect(run.stderr.contains(option), "\(arguments): \(run.stderr)")
+        #expect(run.stderr.contains("Usage: metronome \(arguments[0])"), "\(arguments): \(run.stderr)")
+        #expect(run.stdout.isEmpty)
+    }
+
+    /// The parser's time grows with the square of the argument count: thousands of them
+    /// are refused at once rather than parsed for seconds.
+    @Test func thousandsOfArgumentsAreRefusedAtOnce() throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let run = try ChildProcess.run(executable, ["jitter"] + Array(repeating: "--json", count: 4_000), timeout: 5)
+        #expect(run.reason == .exit)
+        #expect(run.status == 64)
+        #expect(run.stderr.contains("at most 512 arguments"), "\(run.stderr)")
+    }
+
+    /// A leeway longer than the whole run: the last firing may come a leeway after its
+    /// deadline, and the run waits for it instead of timing out (exit 1).
+    @Test(.timeLimit(.minutes(2)))
+    func aLeewayLongerThanTheRunStillCompletes() throws {
+        let executable = try ChildProcess.product("metronome").get()
+        let arguments = [
+            "jitter", "--backends", "sleep-engine", "--leeway", "6000000", "--samples", "2", "--rounds", "1",
+            "--interval", "100", "--json",
+        ]
+        let run = try ChildProcess.run(executable, arguments, timeout: 90)
+        #expect(run.reason == .exit)
+        #expect(run.status == 0, "exit \(run.status): \(run.stderr)")
     }
 
     @Test func withoutASubcommandItPrintsHelpAndMeasuresNothing() throws {

@@ -49,7 +49,7 @@ struct CoalesceCommand: ParsableCommand {
             seed: self.seed
         )
         let subjects: [any CoalesceSubject] = [EngineCoalesceSubject(engine: try TimerEngine()), DispatchSubject()]
-        if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
+        if let hgrm = self.hgrm { HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name), for: Self.self) }
         let results = try CoalesceRunner.run(
             subjects: subjects,
             config: config,

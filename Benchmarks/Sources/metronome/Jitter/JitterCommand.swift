@@ -86,7 +86,7 @@ struct JitterCommand: ParsableCommand {
         help: "Microseconds each handler spins, to simulate work; 0 up to the period.")
     var handlerWork: Double = 0
 
-    @Option(help: "Spin window of engine-spin, in microseconds, 0 to 10000.")
+    @Option(help: "Spin window of engine-spin, in microseconds, 0 to 1000 (the engine's most).")
     var spin: Double = 50
 
     @Option(
@@ -140,7 +140,7 @@ struct JitterCommand: ParsableCommand {
     func validate() throws {
         try OptionRules.check(self.interval, "--interval", in: 0.001...10_000_000, unit: "µs")
         try OptionRules.check(self.samples, "--samples", in: 1...10_000_000)
-        try OptionRules.check(self.timers, "--timers", in: 1...100_000)
+        try OptionRules.check(self.timers, "--timers", in: 1...Self.mostTimers)
         try self.validateThreads()
         if let duration = self.duration {
             try OptionRules.check(
@@ -150,13 +150,19 @@ struct JitterCommand: ParsableCommand {
         try OptionRules.check(self.rounds, "--rounds", in: 1...1000)
         try OptionRules.checkLoad(self.load)
         try OptionRules.check(self.handlerWork, "--handler-work", in: 0...self.interval, unit: "µs")
-        try OptionRules.check(self.spin, "--spin", in: 0...10_000, unit: "µs")
+        try OptionRules.check(self.spin, "--spin", in: 0...Self.mostSpinMicroseconds, unit: "µs")
         try OptionRules.check(self.priority, "--priority", in: self.policy == .other ? 0...99 : 1...99)
         if let breaktrace = self.breaktrace {
             try OptionRules.check(breaktrace, "--breaktrace", in: 0.001...10_000_000, unit: "µs")
         }
         let names = try OptionRules.names(self.backends, "--backends", known: Self.knownBackends)
         if let hgrm = self.hgrm, hgrm.isEmpty { throw ValidationError("--hgrm needs a directory") }
+        let cyclictestRuns = self.withCyclictest && self.clock != .boottime
+        if self.clock != .monotonic, !cyclictestRuns, names.allSatisfy(Self.monotonicOnlyBackends.contains) {
+            throw ValidationError(
+                "--clock \(self.clock.rawValue) leaves nothing to measure: \(names.joined(separator: ", ")) measure on CLOCK_MONOTONIC only"
+            )
+        }
         // The run length follows from the counts: refuse one that cannot finish in a day.
         let samples = self.sampleCount
         try OptionRules.check(samples, "--samples (from --duration)", in: 1...10_000_000)
@@ -183,17 +189,17 @@ struct JitterCommand: ParsableCommand {
                 throw ValidationError(
                     "--threads must be between 1 and \(most) (\(Self.threadsPerCPU) per online CPU) (got \(threads))")
             }
-            guard threads * self.timers <= 100_000 else {
-                throw ValidationError(
-                    "--threads × --timers must be at most 100000 timers (got \(threads) × \(self.timers))")
-            }
         }
-        guard self.smp || self.affinity != nil else { return }
+        guard self.smp || self.affinity != nil else {
+            return try self.checkTimerTotal(threads: self.threads ?? 1, from: "--threads")
+        }
         let option = self.smp ? "--smp" : "--affinity"
         guard let allowed = CPUList.allowed, !allowed.cpus.isEmpty else {
             throw ValidationError("\(option): cannot read the CPUs this process may use from /proc/self/status")
         }
-        guard let affinity = self.affinity else { return }
+        guard let affinity = self.affinity else {
+            return try self.checkTimerTotal(threads: allowed.cpus.count, from: "--smp")
+        }
         for cpu in affinity.cpus where !allowed.cpus.contains(cpu) {
             throw ValidationError(
                 "--affinity: CPU \(cpu) is not online or not allowed to this process; use CPUs in \(allowed)")
@@ -205,7 +211,25 @@ struct JitterCommand: ParsableCommand {
             throw ValidationError(
                 "--affinity lists \(affinity.cpus.count) CPU(s) for \(threads) --threads; it needs one per thread")
         }
+        try self.checkTimerTotal(
+            threads: self.threads ?? affinity.cpus.count, from: self.threads == nil ? "--affinity" : "--threads")
     }
+
+    /// Every measuring thread arms `--timers` of its own, however the thread count was
+    /// given: `--threads`, one per `--affinity` CPU, or one per CPU with `--smp`.
+    private func checkTimerTotal(threads: Int, from option: String) throws {
+        guard threads * self.timers <= Self.mostTimers else {
+            throw ValidationError(
+                "\(option) runs \(threads) thread(s) of --timers \(self.timers) each: at most \(Self.mostTimers) timers in all"
+            )
+        }
+    }
+
+    /// Timers over every measuring thread: the timerfd backend takes a descriptor for each.
+    static let mostTimers = 100_000
+
+    /// The engine refuses a longer spin window.
+    static let mostSpinMicroseconds = TimerEngine.Configuration.maximumSpinWindow / .microseconds(1)
 
     /// Each measuring thread's CPU (`nil`: not pinned), or `nil` when no thread option was
     /// given and every backend is measured as a whole, as before these options existed.
@@ -243,7 +267,7 @@ struct JitterCommand: ParsableCommand {
         )
         let measuringCPUs = self.measuringCPUs
         let (subjects, notes) = try self.subjects(measuringCPUs: measuringCPUs)
-        if let hgrm = self.hgrm { try HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name)) }
+        if let hgrm = self.hgrm { HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name), for: Self.self) }
         let controls = LatencyControls(lockMemory: self.mlockall, holdDMALatency: self.dmaLatency)
         defer { controls.release() }
         let results = try JitterRunner.run(
