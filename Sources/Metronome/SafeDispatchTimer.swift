@@ -79,13 +79,19 @@ public final class SafeDispatchTimer: Sendable {
 
         /// What fires one timer: the engine itself, or the backend behind the seam.
         var firing: any TimerFiring {
+            self.seam.firing
+        }
+
+        /// ``firing`` in the one word a timer keeps.
+        var seam: FiringSeam {
             switch self {
-            case .engine(let engine): engine
+            case .engine(let engine): .engine(engine)
             // One private serial queue per timer: handlers of one timer never overlap, even
             // across a reschedule that replaces its source.
             case .dispatch:
-                BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
-            case .custom(let backend): BackendFiring(backend)
+                .backend(
+                    BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer"))))
+            case .custom(let backend): .backend(BackendFiring(backend))
             }
         }
 
@@ -102,6 +108,12 @@ public final class SafeDispatchTimer: Sendable {
     }
 
     private let core: TimerCore
+    /// The deadline a reschedule pushes later without the lock, here rather than in the
+    /// core so that the push reaches no second object.
+    let pushable = PushableDeadline()
+
+    /// The clock the timer's deadlines are measured on.
+    public let clock: TimerClock
 
     /// Creates an idle timer.
     ///
@@ -114,11 +126,13 @@ public final class SafeDispatchTimer: Sendable {
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
-        self.core = TimerCore(queue: queue, firing: backend.firing, clock: clock)
+        self.core = TimerCore(queue: queue, firing: backend.seam, clock: clock)
+        self.clock = clock
+        self.core.attach(self)
     }
 
     deinit {
-        self.core.close()
+        self.core.ownerGone()
     }
 
     /// Schedules a validated schedule; a backend's refusal is `false`, as documented.
@@ -141,11 +155,6 @@ public final class SafeDispatchTimer: Sendable {
     /// What fires the timer.
     public var backend: Backend {
         self.core.backend
-    }
-
-    /// The clock the timer's deadlines are measured on.
-    public var clock: TimerClock {
-        self.core.clock
     }
 
     /// The current schedule while the timer is running or suspended, otherwise `nil`.
@@ -271,14 +280,22 @@ public final class SafeDispatchTimer: Sendable {
     /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.
     ///
     /// A suspended timer stays suspended and follows the new schedule once resumed. On the
-    /// engine, a one-shot pushed later (an idle timeout on each request) costs no engine
-    /// call: the firing at the old deadline re-arms it for the new one without running the
-    /// handler.
+    /// engine, a running one-shot pushed later on the monotonic clock (an idle timeout on
+    /// each request) makes no engine call, and from its second push on takes no lock: it
+    /// moves one word in this object, and the firing at the old deadline re-arms the timer
+    /// for the new one without running the handler.
     ///
     /// - Returns: `false`, doing nothing, for an idle or cancelled timer or invalid values.
     @discardableResult
     public func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval = .never) -> Bool {
-        self.core.reschedule(deadline: deadline, repeating: repeating)
+        // On the monotonic clock a `DispatchTime` is the deadline itself; `.distantFuture`
+        // is past what a push takes.
+        if case .never = repeating, self.clock == .monotonic,
+            self.pushable.push(to: Int64(clamping: deadline.uptimeNanoseconds))
+        {
+            return true
+        }
+        return self.core.reschedule(deadline: deadline, repeating: repeating)
     }
 
     /// Moves a running or suspended timer to fire `delay` from now and then every `period`,
@@ -295,7 +312,14 @@ public final class SafeDispatchTimer: Sendable {
     ///   a period that is not positive, or values that do not fit in `Int64` nanoseconds.
     @discardableResult
     public func reschedule(after delay: Duration, every period: Duration? = nil) -> Bool {
-        self.core.reschedule(after: delay, every: period)
+        // Published only on an engine, whose clocks are the real ones.
+        if period == nil, self.pushable.isPublished, delay >= .zero, let delay = delay.representableNanoseconds,
+            case (let deadline, false) = self.clock.now().nanoseconds.addingReportingOverflow(delay),
+            self.pushable.push(to: deadline)
+        {
+            return true
+        }
+        return self.core.reschedule(after: delay, every: period)
     }
 
     /// Moves a running or suspended timer to fire at `deadline` on its own clock and then
@@ -312,7 +336,8 @@ public final class SafeDispatchTimer: Sendable {
     ///   nanoseconds.
     @discardableResult
     public func reschedule(at deadline: TimerInstant, every period: Duration? = nil) -> Bool {
-        self.core.reschedule(at: deadline.nanoseconds, every: period)
+        if period == nil, self.pushable.push(to: deadline.nanoseconds) { return true }
+        return self.core.reschedule(at: deadline.nanoseconds, every: period)
     }
 
     /// Pauses a running timer.

@@ -145,6 +145,8 @@ struct EngineLifecycleTests {
         // fork cannot find the firing thread inside it, however late a loaded machine forks.
         let deadline = DispatchTime.now() + .seconds(2)
         #expect(parentTimer.schedule(deadline: deadline) { _ in parentFired.signal() })
+        // Pushed once under the lock, which publishes its deadline for pushes without it.
+        #expect(parentTimer.reschedule(deadline: deadline))
 
         let pid = fork()
         if pid == 0 {
@@ -153,7 +155,7 @@ struct EngineLifecycleTests {
             let staleArmed = stale.schedule(deadline: .now()) { _ in }
             guard !staleArmed else { _exit(10) }
             // The parent's timer pushed later is refused here, not kept for a firing that
-            // never comes.
+            // never comes, though the parent published its deadline for pushes.
             let pushed = parentTimer.reschedule(deadline: deadline + .seconds(1))
             guard !pushed, parentTimer.state == .cancelled else { _exit(14) }
             guard TimerEngine.shared !== parentShared else { _exit(11) }

@@ -212,6 +212,26 @@ private func swiftBenchmarks() {
         dropEngine()
     }
 
+    // A running one-shot pushed later, as an idle timeout is on every request: the deadline
+    // word in the timer moves; no lock, no allocation, no engine call.
+    let pushSlot = Slot<SafeDispatchTimer>()
+    Benchmark("SafeDispatchTimer push later (engine)") { benchmark in
+        let timer = pushSlot.value!
+        var deadline = DispatchTime.now() + farAway
+        for _ in benchmark.scaledIterations {
+            deadline = deadline + .nanoseconds(1)
+            blackHole(timer.reschedule(deadline: deadline))
+        }
+    } setup: {
+        try makeEngine()
+        let timer = SafeDispatchTimer(backend: .engine(engineSlot.value!))
+        timer.schedule(deadline: .now() + farAway) { _ in }
+        pushSlot.value = timer
+    } teardown: {
+        pushSlot.value = nil
+        dropEngine()
+    }
+
     // A touch records the value's new expiry in one atomic word and leaves the value in the
     // list of the millisecond it was due in (an hour out): no allocation, no lock, no engine
     // call.

@@ -48,7 +48,7 @@ extension TimerCore {
     }
 
     // In this order the fields take no more room than the machine's last word leaves: the
-    // flags and the fork count fill it, but for a byte.
+    // flags and the fork count fill it.
     struct Storage {
         var machine = TimerStateMachine()
         /// A firing is being delivered: on its way to the queue, or running the handler.
@@ -57,11 +57,19 @@ extension TimerCore {
         /// concurrent queue) and a slow handler never has stale firings queued behind it.
         var isDelivering = false
         var isHandlerRunning = false
+        /// The running one-shot was pushed later under the lock, so its deadline is
+        /// published for the pushes that follow (see ``PushableDeadline``). Only then: a
+        /// timer that is never pushed keeps its firings off its owner's cache line.
+        var isPushable = false
         /// The process's fork count (`mtr_fork_generation`) when the delivery began: in a
         /// child forked meanwhile, no thread delivers it, so it is over there.
         var deliveringInFork: UInt32 = 0
         var handler: Handler?
         var waiting: Waiting?
+        /// The timer this core serves, while it lives: the home of the deadline a
+        /// reschedule pushes later without the lock. Not retained: its deinit clears this
+        /// under the lock before its memory goes, so a holder of the lock may reach it.
+        var owner: Unmanaged<SafeDispatchTimer>?
 
         /// Whether a delivery is under way in the process of fork count `fork`.
         func isBusy(inFork fork: UInt32) -> Bool {

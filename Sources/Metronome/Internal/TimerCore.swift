@@ -11,7 +11,7 @@ internal import CMetronome
 // Unchecked: its superclass cannot be checked, and its one `var` is reached only under its
 // lock.
 final class TimerCore: FiringReceiver, @unchecked Sendable {
-    private let firing: any TimerFiring
+    private let firing: FiringSeam
     let clock: TimerClock
     /// Guards `storage`. A word in this object rather than a ``LockedBox``: an armed timer
     /// is then one allocation fewer, and a firing reaches its state in the object it
@@ -20,7 +20,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     // Reached only under `lock`.
     @exclusivity(unchecked) private var storage = Storage()
 
-    init(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) {
+    init(queue: DispatchQueue?, firing: FiringSeam, clock: TimerClock) {
         self.firing = firing
         self.clock = clock
         super.init(queue: queue)
@@ -30,7 +30,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// The backend this core fires on, as the caller named it.
     var backend: SafeDispatchTimer.Backend {
-        SafeDispatchTimer.Backend(self.firing)
+        SafeDispatchTimer.Backend(self.firing.firing)
     }
 
     /// The schedule of a running or suspended timer, otherwise `nil`.
@@ -150,7 +150,10 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             }
             guard let schedule = makeSchedule(leeway) else { return .settled(accepted: false) }
             switch storage.machine.reschedule(schedule, canKeepArming: self.firing.keepsArmingsMovedLater) {
-            case .keepArmed, .keepSuspended: return .settled(accepted: true)
+            case .keepArmed:
+                storage.isPushable = true
+                return .settled(accepted: true)
+            case .keepSuspended: return .settled(accepted: true)
             case .reject: return .settled(accepted: false)
             case .arm(let arm): return self.moveInPlace(arm, &storage) ? .settled(accepted: true) : .arm(arm)
             }
@@ -293,13 +296,63 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Runs `body` under the lock. A handler the timer no longer needs (see
     /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
     /// back into this timer.
+    ///
+    /// Around `body` the owner's pushable deadline is taken back and published again (see
+    /// ``PushableDeadline``), so `body` sees every push that succeeded and none slips in.
     private func withLockedStorage<Result>(_ body: (inout Storage) -> Result) -> Result {
         self.lock.lock(owner: self)
+        self.applyPushes()
         let result = body(&self.storage)
         let stopped = self.storage.takeHandlerIfStopped()
+        self.publishPushable()
         self.lock.unlock(owner: self)
         withExtendedLifetime(stopped) {}
         return result
+    }
+
+    /// Takes back the owner's pushable deadline, under the lock, and keeps the arming for
+    /// the deadline the last push left, as a locked reschedule to it would have.
+    private func applyPushes() {
+        guard self.storage.isPushable, let owner = self.storage.owner,
+            let pushed = owner._withUnsafeGuaranteedRef({ $0.pushable.withdraw() }),
+            case .running(let current, _?) = self.storage.machine.state,
+            pushed > current.deadlineNanoseconds,
+            let schedule = TimerSchedule(deadlineNanoseconds: pushed, leewayNanoseconds: current.leewayNanoseconds)
+        else { return }
+        // Published only for a running one-shot, and only ever moved later: kept.
+        _ = self.storage.machine.reschedule(schedule, canKeepArming: true)
+    }
+
+    /// Publishes the deadline of a running one-shot pushed later for the pushes that
+    /// follow, under the lock, when the engine lets a one-shot moved later keep its arming.
+    /// A timer that is anything else is no longer pushable: a new schedule is published
+    /// once pushed under the lock.
+    private func publishPushable() {
+        guard self.storage.isPushable else { return }
+        guard let owner = self.storage.owner,
+            case .running(let schedule, _?) = self.storage.machine.state,
+            !schedule.isRepeating,
+            schedule.leewayNanoseconds <= PushableDeadline.latest,
+            self.firing.keepsArmingsMovedLater
+        else {
+            self.storage.isPushable = false
+            return
+        }
+        owner._withUnsafeGuaranteedRef { $0.pushable.publish(schedule.deadlineNanoseconds) }
+    }
+
+    /// Records the timer this core serves; see `Storage.owner`.
+    func attach(_ owner: SafeDispatchTimer) {
+        self.withLockedStorage { $0.owner = .passUnretained(owner) }
+    }
+
+    /// Closes the timer for its owner's deinit, and forgets the owner before it is freed.
+    func ownerGone() {
+        _ = self.carryOut(
+            self.withLockedStorage { storage in
+                storage.owner = nil
+                return storage.machine.close()
+            })
     }
 
     /// A firing of `arming`, on the timer's queue (or the seam's thread without one).

@@ -59,6 +59,73 @@ extension TimerFiring {
     var keepsArmingsMovedLater: Bool { false }
 }
 
+/// A seam in one word, as a timer keeps it: an existential takes two (the object and its
+/// witness table), and a million timers would carry 8 MB of witness tables. The case lives
+/// in the class pointer's spare bits.
+enum FiringSeam: Sendable {
+    case engine(TimerEngine)
+    case backend(BackendFiring)
+
+    var firing: any TimerFiring {
+        switch self {
+        case .engine(let engine): engine
+        case .backend(let backend): backend
+        }
+    }
+
+    // The seam's calls, forwarded case by case: through ``firing`` each call would retain
+    // and release the seam for the existential it makes.
+
+    func now(_ clock: TimerClock) -> Int64 {
+        switch self {
+        case .engine(let engine): engine.now(clock)
+        case .backend(let backend): backend.now(clock)
+        }
+    }
+
+    func reserve(for receiver: FiringReceiver) throws(TimerError) -> UInt64 {
+        switch self {
+        case .engine(let engine): try engine.reserve(for: receiver)
+        case .backend(let backend): backend.reserve(for: receiver)
+        }
+    }
+
+    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) {
+        switch self {
+        case .engine(let engine): try engine.start(arming, schedule, clock: clock)
+        case .backend(let backend): try backend.start(arming, schedule, clock: clock)
+        }
+    }
+
+    func disarm(_ arming: UInt64) {
+        switch self {
+        case .engine(let engine): engine.disarm(arming)
+        case .backend(let backend): backend.disarm(arming)
+        }
+    }
+
+    func move(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) -> UInt64? {
+        switch self {
+        case .engine(let engine): try engine.move(arming, schedule, clock: clock)
+        case .backend(let backend): try backend.move(arming, schedule, clock: clock)
+        }
+    }
+
+    var hasStopped: Bool {
+        switch self {
+        case .engine(let engine): engine.hasStopped
+        case .backend(let backend): backend.hasStopped
+        }
+    }
+
+    var keepsArmingsMovedLater: Bool {
+        switch self {
+        case .engine(let engine): engine.keepsArmingsMovedLater
+        case .backend(let backend): backend.keepsArmingsMovedLater
+        }
+    }
+}
+
 /// Where a seam delivers firings: one object per timer.
 ///
 /// A class rather than a protocol so that the engine can carry it as its C timers' context

@@ -1,0 +1,185 @@
+@preconcurrency import Dispatch
+import Glibc
+import MetronomeTestSupport
+import Synchronization
+import Testing
+
+@testable import Metronome
+
+/// A one-shot on an engine pushed later without its lock (from its second push on: the first
+/// takes the lock and publishes the deadline): every locked operation sees the push at once,
+/// a push racing the old deadline either moves the firing or is refused, pushes from many
+/// threads leave one deadline that the timer fires for once, and a timer dropped after a
+/// push never fires.
+@Suite(.serialized, .tags(.realTime))
+struct PushedDeadlineTests {
+    /// What one timer's handler saw.
+    final class Firings: Sendable {
+        let count = Atomic(0)
+        let scheduled = Atomic(Int64(0))
+        let clock = Atomic(Int64(0))
+
+        func record(_ tick: Tick) {
+            self.scheduled.store(tick.scheduled.nanoseconds, ordering: .relaxed)
+            self.clock.store(TimerClock.monotonic.now().nanoseconds, ordering: .relaxed)
+            self.count.add(1, ordering: .releasing)
+        }
+    }
+
+    private static func now() -> TimerInstant {
+        TimerClock.monotonic.now()
+    }
+
+    /// Whether a push may take no lock now.
+    private static func isPublished(_ timer: SafeDispatchTimer) -> Bool {
+        timer.pushable.isPublished
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func everyOperationSeesAPushAtOnce() throws {
+        let engine = try TimerEngine()
+        defer { engine.shutdown() }
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        let firings = Firings()
+        let start = Self.now()
+        #expect(timer.schedule(at: start.advanced(by: .seconds(10)), leeway: .microseconds(5)) { firings.record($0) })
+
+        #expect(!Self.isPublished(timer), "published before any push")
+        #expect(timer.reschedule(at: start.advanced(by: .seconds(15))))
+        #expect(Self.isPublished(timer))
+        let pushed = start.advanced(by: .seconds(20))
+        #expect(timer.reschedule(at: pushed))
+        #expect(Self.isPublished(timer))
+        #expect(timer.currentSchedule?.deadlineNanoseconds == pushed.nanoseconds)
+        #expect(timer.currentSchedule?.leewayNanoseconds == 5_000, "a push keeps the leeway")
+        #expect(timer.suspend())
+        #expect(!Self.isPublished(timer), "published while suspended")
+        #expect(timer.currentSchedule?.deadlineNanoseconds == pushed.nanoseconds)
+        // Suspended, a reschedule takes the lock and only stores the schedule.
+        #expect(timer.reschedule(after: .seconds(30)))
+        #expect(timer.state == .suspended)
+        #expect(timer.resume())
+        #expect(timer.reschedule(deadline: .now() + .seconds(40)))
+        #expect(timer.reschedule(deadline: .now() + .seconds(41)))
+        #expect(Self.isPublished(timer))
+        // An earlier deadline is no push: the timer re-arms for it and fires there, once.
+        let soon = Self.now().advanced(by: .milliseconds(5))
+        #expect(timer.reschedule(at: soon))
+        #expect(timer.currentSchedule?.deadlineNanoseconds == soon.nanoseconds)
+        #expect(eventually { firings.count.load(ordering: .acquiring) == 1 })
+        #expect(firings.scheduled.load(ordering: .relaxed) == soon.nanoseconds)
+        #expect(firings.clock.load(ordering: .relaxed) >= soon.nanoseconds, "fired early")
+        #expect(timer.state == .idle)
+        #expect(!Self.isPublished(timer), "published once fired")
+        // A fired one-shot takes no push, nor does a cancelled timer.
+        #expect(!timer.reschedule(at: pushed))
+        #expect(timer.schedule(at: pushed) { firings.record($0) })
+        #expect(timer.cancel())
+        #expect(!timer.reschedule(at: pushed.advanced(by: .seconds(1))))
+        #expect(timer.state == .cancelled)
+    }
+
+    /// Each round pushes a timer within tens of microseconds of its deadline, before or
+    /// after it: a push that returned `true` moved the firing to its deadline, one that
+    /// returned `false` found the timer fired. Either way the handler runs once. The timer
+    /// was pushed once before, under the lock: its kept arming's firing re-arms it for the
+    /// deadline the race is about.
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func aPushRacingItsOldDeadlineMovesTheFiringOrIsRefused(onQueue: Bool) throws {
+        let engine = try TimerEngine()
+        defer { engine.shutdown() }
+        let queue = onQueue ? DispatchQueue(label: "metronome.tests.pushed-race") : nil
+        var random = SplitMix64(seed: 7)
+        var rounds: [(timer: SafeDispatchTimer, firings: Firings, first: Int64, accepted: Bool, pushed: Int64)] = []
+        for _ in 0..<300 {
+            let timer = SafeDispatchTimer(queue: queue, backend: .engine(engine))
+            let firings = Firings()
+            let first = Self.now().advanced(by: .microseconds(300))
+            #expect(timer.schedule(at: first.advanced(by: .microseconds(-100))) { firings.record($0) })
+            #expect(timer.reschedule(at: first))
+            let pushAt = first.advanced(by: .microseconds(Int64(random.next(below: 100) - 50)))
+            while Self.now() < pushAt {}
+            let pushed = Self.now().advanced(by: .milliseconds(2))
+            let accepted = timer.reschedule(at: pushed)
+            rounds.append((timer, firings, first.nanoseconds, accepted, pushed.nanoseconds))
+        }
+        #expect(
+            eventually(timeout: .seconds(10)) {
+                rounds.allSatisfy { $0.firings.count.load(ordering: .acquiring) > 0 }
+            })
+        usleep(5_000)
+        for round in rounds {
+            #expect(round.firings.count.load(ordering: .acquiring) == 1)
+            let scheduled = round.firings.scheduled.load(ordering: .relaxed)
+            #expect(scheduled == (round.accepted ? round.pushed : round.first), "fired for a deadline it had left")
+            #expect(round.firings.clock.load(ordering: .relaxed) >= scheduled, "fired early")
+            #expect(round.timer.state == .idle)
+        }
+    }
+
+    /// Threads push one timer at once, to deadlines drawn in turn: some pushes move it
+    /// later without the lock, some find it later already and re-arm it earlier under the
+    /// lock. It fires once, for the deadline it ended with, which one of them set.
+    @Test(.timeLimit(.minutes(1)))
+    func pushesFromManyThreadsLeaveOneDeadline() throws {
+        let engine = try TimerEngine()
+        defer { engine.shutdown() }
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        let firings = Firings()
+        let base = Self.now().advanced(by: .milliseconds(500))
+        #expect(timer.schedule(at: base) { firings.record($0) })
+        let drawn = Atomic(Int64(0))
+        let accepted = LockedBox<Set<Int64>>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            var mine: Set<Int64> = []
+            for _ in 0..<2_000 {
+                let deadline = base.advanced(by: .microseconds(drawn.add(1, ordering: .relaxed).newValue))
+                if timer.reschedule(at: deadline) { mine.insert(deadline.nanoseconds) }
+            }
+            accepted.withLockedValue { $0.formUnion(mine) }
+        }
+        let final = try #require(timer.currentSchedule?.deadlineNanoseconds)
+        let all = accepted.withLockedValue { $0 }
+        #expect(all.count == 8_000, "a push was refused while the timer ran")
+        #expect(all.contains(final))
+        #expect(eventually(timeout: .seconds(10)) { firings.count.load(ordering: .acquiring) == 1 })
+        usleep(5_000)
+        #expect(firings.count.load(ordering: .acquiring) == 1)
+        #expect(firings.scheduled.load(ordering: .relaxed) == final)
+        #expect(firings.clock.load(ordering: .relaxed) >= final, "fired early")
+    }
+
+    /// Counts its deinits: a handler that captures one is let go of when it is freed.
+    final class Canary: Sendable {
+        let freed: Atomic<Int>
+        init() { self.freed = Atomic(0) }
+    }
+
+    final class Capture: Sendable {
+        let canary: Canary
+        init(_ canary: Canary) { self.canary = canary }
+        deinit { self.canary.freed.add(1, ordering: .releasing) }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTimerDroppedAfterAPushNeverFires() throws {
+        let engine = try TimerEngine()
+        defer { engine.shutdown() }
+        let canary = Canary()
+        let firings = Firings()
+        var timers: [SafeDispatchTimer] = []
+        let first = Self.now().advanced(by: .milliseconds(5))
+        for index in 0..<100 {
+            let timer = SafeDispatchTimer(backend: .engine(engine))
+            let capture = Capture(canary)
+            #expect(timer.schedule(at: first) { tick in withExtendedLifetime(capture) { firings.record(tick) } })
+            #expect(timer.reschedule(at: first.advanced(by: .microseconds(Int64(index) * 100))))
+            #expect(timer.reschedule(at: first.advanced(by: .microseconds(Int64(index) * 100 + 50))))
+            timers.append(timer)
+        }
+        timers = []
+        usleep(30_000)
+        #expect(firings.count.load(ordering: .acquiring) == 0, "a dropped timer fired")
+        #expect(eventually { canary.freed.load(ordering: .acquiring) == 100 }, "handlers kept after their timers")
+    }
+}
