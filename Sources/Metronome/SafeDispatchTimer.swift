@@ -126,7 +126,7 @@ public final class SafeDispatchTimer: Sendable {
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
-        self.core = TimerCore(queue: queue, firing: backend.seam, clock: clock)
+        self.core = TimerCore(queue: queue, seam: backend.seam, clock: clock)
         self.clock = clock
         self.core.attach(self)
     }

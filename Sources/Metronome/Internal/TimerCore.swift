@@ -11,7 +11,8 @@ internal import CMetronome
 // Unchecked: its superclass cannot be checked, and its one `var` is reached only under its
 // lock.
 final class TimerCore: FiringReceiver, @unchecked Sendable {
-    private let firing: FiringSeam
+    /// What fires this timer, in one word.
+    private let seam: FiringSeam
     let clock: TimerClock
     /// Guards `storage`. A word in this object rather than a ``LockedBox``: an armed timer
     /// is then one allocation fewer, and a firing reaches its state in the object it
@@ -20,8 +21,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     // Reached only under `lock`.
     @exclusivity(unchecked) private var storage = Storage()
 
-    init(queue: DispatchQueue?, firing: FiringSeam, clock: TimerClock) {
-        self.firing = firing
+    init(queue: DispatchQueue?, seam: FiringSeam, clock: TimerClock) {
+        self.seam = seam
         self.clock = clock
         super.init(queue: queue)
         // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
@@ -30,7 +31,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
 
     /// The backend this core fires on, as the caller named it.
     var backend: SafeDispatchTimer.Backend {
-        SafeDispatchTimer.Backend(self.firing.firing)
+        SafeDispatchTimer.Backend(self.seam.firing)
     }
 
     /// The schedule of a running or suspended timer, otherwise `nil`.
@@ -48,7 +49,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     func now() -> Int64 {
-        self.firing.now(self.clock)
+        self.seam.now(self.clock)
     }
 
     func schedule(deadline: DispatchTime, repeating: DispatchTimeInterval, leeway: DispatchTimeInterval)
@@ -64,10 +65,10 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// conversion, and a call would cost more.
     @inline(__always)
     private func nanoseconds(of deadline: DispatchTime) -> Int64 {
-        // A closure, not the method `self.firing.now`: that would capture the backend, a
+        // A closure, not the method `self.seam.now`: that would capture the backend, a
         // retain and a release on every reschedule, even on the monotonic clock, which
         // never reads it.
-        DispatchConversions.deadline(deadline, on: self.clock) { self.firing.now($0) }
+        DispatchConversions.deadline(deadline, on: self.clock) { self.seam.now($0) }
     }
 
     private static func schedule(start: Int64, period: Int64?, leeway: Int64) -> TimerSchedule? {
@@ -149,7 +150,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             case .idle, .cancelled: return .settled(accepted: false)
             }
             guard let schedule = makeSchedule(leeway) else { return .settled(accepted: false) }
-            switch storage.machine.reschedule(schedule, canKeepArming: self.firing.keepsArmingsMovedLater) {
+            switch storage.machine.reschedule(schedule, canKeepArming: self.seam.keepsArmingsMovedLater) {
             case .keepArmed:
                 storage.isPushable = true
                 return .settled(accepted: true)
@@ -173,7 +174,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// handler.
     private func moveInPlace(_ arm: TimerStateMachine.Arm, _ storage: inout Storage) -> Bool {
         guard let previous = arm.disarming,
-            let moved = (try? self.firing.move(previous, arm.schedule, clock: self.clock)) ?? nil
+            let moved = (try? self.seam.move(previous, arm.schedule, clock: self.clock)) ?? nil
         else { return false }
         _ = storage.machine.armed(generation: arm.generation, arming: moved)
         return true
@@ -246,22 +247,22 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// - Throws: The backend's refusal, when it stopped the timer. An arming overtaken by a
     ///   later transition is not an error: that transition owns the timer.
     private func carryOut(_ arm: TimerStateMachine.Arm) throws(TimerError) {
-        if let previous = arm.disarming { self.firing.disarm(previous) }
+        if let previous = arm.disarming { self.seam.disarm(previous) }
         let arming: UInt64
         do {
-            arming = try self.firing.reserve(for: self)
+            arming = try self.seam.reserve(for: self)
         } catch {
             try self.refused(arm, error)
             return
         }
         guard self.withLockedStorage({ $0.machine.armed(generation: arm.generation, arming: arming) }) else {
-            self.firing.disarm(arming)
+            self.seam.disarm(arming)
             return
         }
         do {
-            try self.firing.start(arming, arm.schedule, clock: self.clock)
+            try self.seam.start(arming, arm.schedule, clock: self.clock)
         } catch {
-            self.firing.disarm(arming)
+            self.seam.disarm(arming)
             try self.refused(arm, error)
         }
     }
@@ -278,7 +279,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     private func carryOut(_ stop: TimerStateMachine.StopAction) -> Bool {
         switch stop {
         case .disarm(let arming):
-            if let arming { self.firing.disarm(arming) }
+            if let arming { self.seam.disarm(arming) }
             return true
         case .acknowledge: return true
         case .reject: return false
@@ -289,7 +290,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// running timer is then cancelled and lets go of its handler, as a cancel would. Any
     /// other release is of an arming this timer disarmed itself.
     override func released() {
-        guard self.firing.hasStopped else { return }
+        guard self.seam.hasStopped else { return }
         self.withLockedStorage { $0.machine.abandon() }
     }
 
@@ -333,7 +334,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             case .running(let schedule, _?) = self.storage.machine.state,
             !schedule.isRepeating,
             schedule.leewayNanoseconds <= PushableDeadline.latest,
-            self.firing.keepsArmingsMovedLater
+            self.seam.keepsArmingsMovedLater
         else {
             self.storage.isPushable = false
             return
