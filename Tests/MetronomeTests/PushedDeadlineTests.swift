@@ -62,6 +62,18 @@ struct PushedDeadlineTests {
         #expect(timer.reschedule(deadline: .now() + .seconds(40)))
         #expect(timer.reschedule(deadline: .now() + .seconds(41)))
         #expect(Self.isPublished(timer))
+        let before = Self.now()
+        #expect(timer.reschedule(after: .seconds(45)))
+        let deadline = try #require(timer.currentSchedule?.deadlineNanoseconds)
+        #expect(deadline >= before.advanced(by: .seconds(45)).nanoseconds)
+        #expect(deadline <= Self.now().advanced(by: .seconds(45)).nanoseconds)
+        // A period is no push: the timer repeats from then on, and is published no more.
+        #expect(timer.reschedule(deadline: .now() + .seconds(50), repeating: .seconds(1)))
+        #expect(timer.currentSchedule?.isRepeating == true)
+        #expect(!Self.isPublished(timer), "published while repeating")
+        #expect(timer.reschedule(after: .seconds(40)))
+        #expect(timer.reschedule(after: .seconds(41)))
+        #expect(Self.isPublished(timer))
         // An earlier deadline is no push: the timer re-arms for it and fires there, once.
         let soon = Self.now().advanced(by: .milliseconds(50))
         #expect(timer.reschedule(at: soon))
