@@ -112,6 +112,8 @@ public final class SafeDispatchTimer: Sendable {
     /// core so that the push reaches no second object.
     let pushable = PushableDeadline()
 
+    // The core keeps the clock too, for its firings: here a push reads it without reaching
+    // the core.
     /// The clock the timer's deadlines are measured on.
     public let clock: TimerClock
 
@@ -313,8 +315,8 @@ public final class SafeDispatchTimer: Sendable {
     @discardableResult
     public func reschedule(after delay: Duration, every period: Duration? = nil) -> Bool {
         // Published only on an engine, whose clocks are the real ones.
-        if period == nil, self.pushable.isPublished, delay >= .zero, let delay = delay.representableNanoseconds,
-            case (let deadline, false) = self.clock.now().nanoseconds.addingReportingOverflow(delay),
+        if period == nil, self.pushable.isPublished,
+            let deadline = TimerCore.deadline(after: delay, from: { self.clock.now().nanoseconds }),
             self.pushable.push(to: deadline)
         {
             return true

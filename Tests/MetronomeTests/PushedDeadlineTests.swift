@@ -164,6 +164,30 @@ struct PushedDeadlineTests {
         #expect(firings.clock.load(ordering: .relaxed) >= final, "fired early")
     }
 
+    /// An engine shut down under timers whose deadlines are published: the shutdown takes
+    /// the word back as it cancels each timer, so a push after it is refused, as the locked
+    /// path refuses it, and no handler runs.
+    @Test(.timeLimit(.minutes(1)))
+    func aPushAfterItsEngineShutDownIsRefused() throws {
+        let engine = try TimerEngine()
+        let firings = Firings()
+        let first = Self.now().advanced(by: .seconds(10))
+        let timers = (0..<100).map { _ in SafeDispatchTimer(backend: .engine(engine)) }
+        for timer in timers {
+            #expect(timer.schedule(at: first) { firings.record($0) })
+            #expect(timer.reschedule(at: first.advanced(by: .seconds(1))))
+            #expect(Self.isPublished(timer))
+        }
+        engine.shutdown()
+        for timer in timers {
+            #expect(!Self.isPublished(timer), "published after its engine shut down")
+            #expect(!timer.reschedule(at: first.advanced(by: .seconds(2))))
+            #expect(!timer.reschedule(after: .seconds(20)))
+            #expect(timer.state == .cancelled)
+        }
+        #expect(firings.count.load(ordering: .acquiring) == 0)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aTimerDroppedAfterAPushNeverFires() throws {
         let engine = try TimerEngine()

@@ -122,8 +122,14 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// `delay` from now on this timer's clock; `nil` for a negative delay or a deadline
     /// past `Int64` nanoseconds.
     private func deadline(after delay: Duration) -> Int64? {
+        Self.deadline(after: delay, from: self.now)
+    }
+
+    /// `delay` after the instant `now` reads, which is read only for a valid delay; `nil`
+    /// for a negative delay or a deadline past `Int64` nanoseconds.
+    static func deadline(after delay: Duration, from now: () -> Int64) -> Int64? {
         guard delay >= .zero, let delay = delay.representableNanoseconds else { return nil }
-        let (deadline, overflow) = self.now().addingReportingOverflow(delay)
+        let (deadline, overflow) = now().addingReportingOverflow(delay)
         return overflow ? nil : deadline
     }
 
