@@ -24,7 +24,8 @@
 
 #include <stdint.h>
 
-#include "mtr_parking.h" /* the Swift layer's lock parking */
+#include "mtr_handler_chain.h" /* the Swift layer's running handlers */
+#include "mtr_parking.h"       /* the Swift layer's lock parking */
 
 #pragma clang assume_nonnull begin
 

@@ -308,19 +308,22 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// ``PushableDeadline``), so `body` sees every push that succeeded and none slips in.
     private func withLockedStorage<Result>(_ body: (inout Storage) -> Result) -> Result {
         self.lock.lock(owner: self)
-        self.applyPushes()
+        // Tested here, not in the calls: most timers are never pushed, and every firing
+        // takes this lock twice.
+        if self.storage.isPushable { self.applyPushes() }
         let result = body(&self.storage)
         let stopped = self.storage.takeHandlerIfStopped()
-        self.publishPushable()
+        if self.storage.isPushable { self.publishPushable() }
         self.lock.unlock(owner: self)
         withExtendedLifetime(stopped) {}
         return result
     }
 
     /// Takes back the owner's pushable deadline, under the lock, and keeps the arming for
-    /// the deadline the last push left, as a locked reschedule to it would have.
+    /// the deadline the last push left, as a locked reschedule to it would have. Only for a
+    /// pushable timer.
     private func applyPushes() {
-        guard self.storage.isPushable, let owner = self.storage.owner,
+        guard let owner = self.storage.owner,
             let pushed = owner._withUnsafeGuaranteedRef({ $0.pushable.withdraw() }),
             case .running(let current, _?) = self.storage.machine.state,
             pushed > current.deadlineNanoseconds,
@@ -333,9 +336,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// Publishes the deadline of a running one-shot pushed later for the pushes that
     /// follow, under the lock, when the engine lets a one-shot moved later keep its arming.
     /// A timer that is anything else is no longer pushable: a new schedule is published
-    /// once pushed under the lock.
+    /// once pushed under the lock. Only for a pushable timer.
     private func publishPushable() {
-        guard self.storage.isPushable else { return }
         guard let owner = self.storage.owner,
             case .running(let schedule, _?) = self.storage.machine.state,
             !schedule.isRepeating,
