@@ -29,6 +29,39 @@ struct TimerInstantTests {
         }
     }
 
+    /// A `Duration` in nanoseconds, as every schedule given one converts it: whole ones,
+    /// toward zero, exact over `Duration`'s whole range, and `nil` past `Int64`.
+    @Test func durationInNanosecondsIsExactAndTruncatesTowardZero() {
+        // Computed the long way, from the seconds and the fraction.
+        func expected(_ duration: Duration) -> Int128 {
+            let (seconds, attoseconds) = duration.components
+            return Int128(seconds) * 1_000_000_000 + Int128(attoseconds / 1_000_000_000)
+        }
+        let oneAttosecond = Duration(secondsComponent: 0, attosecondsComponent: 1)
+        let cases: [(Duration, Int64?)] = [
+            (.zero, 0), (oneAttosecond, 0), (.zero - oneAttosecond, 0),
+            (.nanoseconds(1) - oneAttosecond, 0), (.nanoseconds(-1) + oneAttosecond, 0),
+            (.nanoseconds(1) + oneAttosecond, 1), (.nanoseconds(-1) - oneAttosecond, -1),
+            (.nanoseconds(Int64.max), .max), (.nanoseconds(Int64.max) + .nanoseconds(1), nil),
+            (.nanoseconds(Int64.min), .min), (.nanoseconds(Int64.min) - .nanoseconds(1), nil),
+            (.seconds(Int64.max), nil), (.seconds(Int64.min), nil),
+        ]
+        for (duration, nanoseconds) in cases {
+            #expect(duration.wholeNanoseconds == expected(duration), "\(duration)")
+            #expect(duration.representableNanoseconds == nanoseconds, "\(duration)")
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<10_000 {
+            let fraction: Int64 = 999_999_999_999_999_999
+            let duration = Duration(
+                secondsComponent: Int64.random(in: .min ... .max, using: &generator),
+                attosecondsComponent: Int64.random(in: -fraction...fraction, using: &generator))
+            #expect(duration.wholeNanoseconds == expected(duration), "\(duration)")
+            let small = Duration.nanoseconds(Int64.random(in: .min ... .max, using: &generator))
+            #expect(small.wholeNanoseconds == expected(small), "\(small)")
+        }
+    }
+
     @Test func advancingSaturatesAtBothEnds() {
         #expect(TimerInstant(nanoseconds: .max).advanced(by: .nanoseconds(1)).nanoseconds == .max)
         #expect(TimerInstant(nanoseconds: .min).advanced(by: .nanoseconds(-1)).nanoseconds == .min)
