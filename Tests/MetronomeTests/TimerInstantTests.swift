@@ -45,14 +45,19 @@ struct TimerInstantTests {
             (.nanoseconds(Int64.max), .max), (.nanoseconds(Int64.max) + .nanoseconds(1), nil),
             (.nanoseconds(Int64.min), .min), (.nanoseconds(Int64.min) - .nanoseconds(1), nil),
             (.seconds(Int64.max), nil), (.seconds(Int64.min), nil),
+            // Either side of where the attoseconds stop fitting in 64 bits (about 9.2 s).
+            (Duration(attoseconds: Int128(Int64.max)), Int64.max / 1_000_000_000),
+            (Duration(attoseconds: Int128(Int64.max) + 1), Int64.max / 1_000_000_000),
+            (Duration(attoseconds: Int128(Int64.min)), Int64.min / 1_000_000_000),
+            (Duration(attoseconds: Int128(Int64.min) - 1), Int64.min / 1_000_000_000),
         ]
         for (duration, nanoseconds) in cases {
             #expect(duration.wholeNanoseconds == expected(duration), "\(duration)")
             #expect(duration.representableNanoseconds == nanoseconds, "\(duration)")
         }
         var generator = SystemRandomNumberGenerator()
+        let fraction: Int64 = 999_999_999_999_999_999
         for _ in 0..<10_000 {
-            let fraction: Int64 = 999_999_999_999_999_999
             let duration = Duration(
                 secondsComponent: Int64.random(in: .min ... .max, using: &generator),
                 attosecondsComponent: Int64.random(in: -fraction...fraction, using: &generator))
