@@ -2,8 +2,8 @@
  * The firing batch. When a burst makes a large part of a clock's heap due
  * at once, the firing thread takes every due entry out of the heap in two
  * linear passes, sorts them, and fires them in order, merged with the heap
- * top, so that a timer armed meanwhile with an earlier key still fires
- * first.
+ * top, so that an entry the take re-keyed and left in the heap still fires
+ * in key order with them.
  *
  * Why: one pop from a heap of a million entries walks ten levels of a
  * 16 MB array, a cache miss per level, while a sorted batch is read in
@@ -42,17 +42,14 @@
 
 /*
  * The sort key: the due, then the arm order, as offsets from bases chosen so
- * that only bits that can vary are sorted on. Every due entry lies between
- * the heap's smallest key and now. Every armed order lies within 2^31 before
- * the shard's next one (the premise of mtr_entry_before_'s wrapping
- * comparison), so order - (next - 2^31) ranks them in 31 bits.
+ * that only bits that can vary are sorted on: every due entry lies between
+ * the heap's smallest key and now, and between the smallest and the largest
+ * order of the due entries.
  */
-#define MTR_ORDER_BITS 31
-
 struct mtr_radix_key {
 	int64_t due_base;
-	uint32_t order_base;
-	unsigned bits; /* the key's width: the due's bits, then the order's */
+	uint64_t order_base;
+	unsigned order_bits;
 };
 
 static unsigned
@@ -61,20 +58,35 @@ mtr_bits_(uint64_t range)
 	return range == 0 ? 0 : 64 - (unsigned)__builtin_clzll(range);
 }
 
-/* The digit at @shift of the key (due << MTR_ORDER_BITS) | order. */
+/* The digit at @shift of the key (due << order_bits) | order, which may be
+ * wider than 64 bits: a digit takes the due's bits only where they reach
+ * it. */
 static inline uint32_t
 mtr_radix_digit_(const struct mtr_heap_entry *entry,
     const struct mtr_radix_key *key, unsigned shift)
 {
 	uint64_t due = (uint64_t)(entry->due_ns - key->due_base);
 	uint64_t value;
-	if (shift >= MTR_ORDER_BITS) {
-		value = due >> (shift - MTR_ORDER_BITS);
+	if (shift >= key->order_bits) {
+		value = due >> (shift - key->order_bits);
 	} else {
-		uint32_t order = entry->order - key->order_base;
-		value = (order >> shift) | due << (MTR_ORDER_BITS - shift);
+		value = (entry->order - key->order_base) >> shift;
+		unsigned gap = key->order_bits - shift;
+		if (gap < MTR_RADIX_BITS)
+			value |= due << gap;
 	}
 	return (uint32_t)value & (MTR_RADIX_SIZE - 1);
+}
+
+/* The digit of an entry's due at @shift: the top digit of the whole key
+ * when @shift is the due's width less a digit, or the whole due when it is
+ * narrower. */
+static inline uint32_t
+mtr_top_digit_(const struct mtr_heap_entry *entry, int64_t due_base,
+    unsigned shift)
+{
+	return (uint32_t)((uint64_t)(entry->due_ns - due_base) >> shift) &
+	    (MTR_RADIX_SIZE - 1);
 }
 
 static struct mtr_heap_entry *
@@ -95,8 +107,8 @@ mtr_sort_insertion_(struct mtr_heap_entry *e, size_t n)
  * scratch; returns whichever of the two holds the result. A most
  * significant digit radix sort; the take below does its first pass while
  * it takes, so a million entries leave the heap already spread into 256
- * runs that fit in cache. A comparison sort spent 150 ns an entry on a
- * million (a mispredicted branch per comparison, a cache miss per level).
+ * runs that fit in cache, where a comparison sort would pay a mispredicted
+ * branch per comparison and a cache miss per level.
  */
 static struct mtr_heap_entry *
 mtr_sort_(struct mtr_heap_entry *a, struct mtr_heap_entry *b, size_t n,
@@ -130,7 +142,7 @@ mtr_sort_(struct mtr_heap_entry *a, struct mtr_heap_entry *b, size_t n,
 
 bool
 mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns, uint32_t next_order)
+    struct mtr_timer *timers, int64_t now_ns)
 {
 	if (batch->pops_before_check > 0) {
 		batch->pops_before_check--;
@@ -145,21 +157,32 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 		return false;
 	}
 
+	/* Pass one counts the due entries by the top digit of their due,
+	 * and finds the span of their orders, which the key's lower digits
+	 * sort on. */
 	struct mtr_heap_entry *heap = set->entries;
-	struct mtr_radix_key key = {
-		.due_base = heap[0].due_ns,
-		.order_base = next_order - (UINT32_C(1) << MTR_ORDER_BITS),
-		.bits = mtr_bits_((uint64_t)(now_ns - heap[0].due_ns)) +
-		    MTR_ORDER_BITS,
-	};
-	unsigned shift = key.bits - MTR_RADIX_BITS;
-
-	/* Pass one counts the due entries by their top digit. */
+	int64_t due_base = heap[0].due_ns;
+	unsigned due_bits = mtr_bits_((uint64_t)(now_ns - due_base));
+	unsigned due_shift = due_bits > MTR_RADIX_BITS ?
+	    due_bits - MTR_RADIX_BITS : 0;
+	uint64_t order_min = UINT64_MAX, order_max = 0;
 	size_t start[MTR_RADIX_SIZE + 1] = { 0 };
 	for (uint32_t i = 0; i < set->count; i++) {
-		if (heap[i].due_ns <= now_ns)
-			start[mtr_radix_digit_(&heap[i], &key, shift) + 1]++;
+		if (heap[i].due_ns <= now_ns) {
+			start[mtr_top_digit_(&heap[i], due_base, due_shift) + 1]++;
+			if (heap[i].order < order_min)
+				order_min = heap[i].order;
+			if (heap[i].order > order_max)
+				order_max = heap[i].order;
+		}
 	}
+	struct mtr_radix_key key = {
+		.due_base = due_base,
+		.order_base = order_min,
+		.order_bits = mtr_bits_(order_max - order_min),
+	};
+	/* What is left to sort within a run of one top digit. */
+	unsigned shift = due_shift + key.order_bits;
 	for (uint32_t digit = 0; digit < MTR_RADIX_SIZE; digit++)
 		start[digit + 1] += start[digit];
 	uint32_t count = (uint32_t)start[MTR_RADIX_SIZE];
@@ -185,7 +208,8 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 		struct mtr_heap_entry entry = heap[i];
 		if (entry.due_ns <= now_ns &&
 		    !mtr_entry_rekey_(&entry, timers)) {
-			block[next[mtr_radix_digit_(&entry, &key, shift)]++] = entry;
+			block[next[mtr_top_digit_(&entry, due_base, due_shift)]++] =
+			    entry;
 			timers[entry.timer].heap_slot = MTR_IN_BATCH;
 		} else {
 			heap[kept] = entry;
@@ -222,13 +246,8 @@ mtr_batch_next_locked_(struct mtr_batch *batch, const struct mtr_timer *timers)
 		return NULL;
 	while (batch->next < batch->count) {
 		const struct mtr_heap_entry *entry = &batch->entries[batch->next];
-		/* Two stages: a timer's slot, then (once the slot has had time
-		 * to arrive) the context its callback will touch first. */
 		if (batch->next + MTR_BATCH_PREFETCH < batch->count)
 			mtr_timer_prefetch_(&timers[entry[MTR_BATCH_PREFETCH].timer]);
-		if (batch->next + MTR_BATCH_PREFETCH / 2 < batch->count)
-			mtr_context_prefetch_(timers[
-			    entry[MTR_BATCH_PREFETCH / 2].timer].context);
 		if (timers[entry->timer].heap_slot == MTR_IN_BATCH)
 			return entry;
 		batch->next++;

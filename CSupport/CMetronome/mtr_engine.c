@@ -19,6 +19,7 @@
 #include <event2/event.h>
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,40 +39,65 @@ mtr_engine_config_init(mtr_engine_config *config)
 	config->late_threshold_ns = MTR_DEFAULT_LATE_THRESHOLD_NS;
 }
 
-static bool
-mtr_engine_stopping_(mtr_engine *engine)
-{
-	pthread_mutex_lock(&engine->lock);
-	bool stopping = engine->stopping;
-	pthread_mutex_unlock(&engine->lock);
-	return stopping;
-}
+_Thread_local mtr_engine *mtr_firing_engine_;
 
+static void mtr_engine_request_stop_locked_(mtr_engine *engine);
+
+/*
+ * The firing thread: the loop, then the drop of what is left. It ends a
+ * stop that a callback asked for (which must not wait for this thread) and
+ * one that a descriptor fault asked for (mtr_engine_fault_), and in a
+ * forked child its copy, back from the callback that forked, leaves the
+ * loop at once: the child's engines are stopped from the fork on.
+ */
 static void *
 mtr_engine_thread_(void *arg)
 {
 	mtr_engine *engine = arg;
 
-	while (!mtr_engine_stopping_(engine))
-		event_base_loop(engine->base, EVLOOP_ONCE);
+	mtr_firing_engine_ = engine;
+	while (!atomic_load_explicit(&engine->stopping, memory_order_acquire)) {
+		if (event_base_loop(engine->base, EVLOOP_ONCE) < 0)
+			mtr_engine_fault_(engine, errno != 0 ? errno : EIO);
+		if (atomic_load_explicit(&engine->fault, memory_order_relaxed)) {
+			pthread_mutex_lock(&engine->lock);
+			mtr_engine_request_stop_locked_(engine);
+			pthread_mutex_unlock(&engine->lock);
+		}
+	}
 	mtr_engine_drop_timers_(engine);
 
 	pthread_mutex_lock(&engine->lock);
-	/* Nobody is joining (stopped or destroyed from a callback): detach,
-	 * and let later stops see that the thread is done. */
+	/* Nobody is joining (stopped from a callback, or by a fault):
+	 * detach. Either way, stops waiting meanwhile may go on. */
 	bool detach = !engine->join_claimed;
-	if (detach) {
-		engine->join_claimed = true;
-		engine->joined = true;
-		pthread_cond_broadcast(&engine->thread_done);
-	}
-	bool free_now = mtr_engine_release_hold_(engine);
+	engine->join_claimed = true;
+	engine->joined = true;
+	pthread_cond_broadcast(&engine->thread_done);
 	pthread_mutex_unlock(&engine->lock);
 	if (detach)
 		pthread_detach(pthread_self());
-	if (free_now)
-		mtr_engine_free_(engine);
+	mtr_engine_let_go_(engine, 1);
 	return NULL;
+}
+
+void
+mtr_engine_fault_(mtr_engine *engine, int error)
+{
+	int none = 0;
+	if (!atomic_compare_exchange_strong(&engine->fault, &none, error))
+		return;
+	/* Wake the loop through a timerfd that may still work; the loop
+	 * sees the fault after any wake-up. */
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+			struct itimerspec spec = { .it_value = { 0, 1 } };
+			int fd = engine->shards[s].clocks[c].fd;
+			if (fd >= 0 && timerfd_settime(fd, TFD_TIMER_ABSTIME,
+			    &spec, NULL) == 0)
+				return;
+		}
+	}
 }
 
 /*
@@ -236,7 +262,6 @@ mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index)
 	shard->max_timers = sharded ? UINT32_C(1) << MTR_SHARD_SHIFT :
 	    MTR_MAX_TIMERS;
 	shard->free_head = MTR_NOT_ARMED;
-	shard->spinning_clock = -1;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 		shard->clocks[c].fd = -1;
 		shard->clocks[c].shard = shard;
@@ -266,7 +291,7 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	if (engine->config.late_threshold_ns == 0)
 		engine->config.late_threshold_ns =
 		    MTR_DEFAULT_LATE_THRESHOLD_NS;
-	engine->holds = 1; /* the firing thread's */
+	engine->holds = 2; /* the owner's and the firing thread's */
 	pthread_mutex_init(&engine->lock, NULL);
 	pthread_cond_init(&engine->thread_done, NULL);
 	for (uint32_t s = 0; s < count; s++)
@@ -274,9 +299,17 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	mtr_fork_register_(engine);
 
 	int rc = mtr_engine_open_base_(engine);
-	if (rc == 0)
+	if (rc == 0) {
+		/* The firing thread starts with every signal blocked, so the
+		 * process's handlers run on its other threads, never inside the
+		 * (perhaps real-time) firing loop. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		rc = pthread_create(&engine->thread, NULL, mtr_engine_thread_,
 		    engine);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	if (rc != 0) {
 		mtr_engine_free_(engine);
 		return rc;
@@ -288,27 +321,24 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 }
 
 /* Asks the firing thread to leave its loop, and every shard to refuse
- * what would arm. Returns whether the caller is the firing thread. */
-static bool
+ * what would arm. Idempotent. */
+static void
 mtr_engine_request_stop_locked_(mtr_engine *engine)
 {
-	bool first = !engine->stopping;
-	engine->stopping = true;
+	if (atomic_load_explicit(&engine->stopping, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&engine->stopping, true, memory_order_release);
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
 		mtr_lock_take_(&shard->lock);
 		/* An expired timerfd stays readable, so this wake-up is never
-		 * lost whatever the loop is doing. */
-		if (first && s == 0)
+		 * lost whatever the loop is doing; moving it ends a spin. */
+		if (s == 0)
 			mtr_queue_set_fd_locked_(
 			    &shard->clocks[MTR_CLOCK_MONOTONIC], 1);
 		shard->stopping = true;
-		if (shard->spinning_clock >= 0)
-			mtr_shard_interrupt_spin_locked_(shard,
-			    (mtr_clock_id)shard->spinning_clock);
 		mtr_lock_give_(&shard->lock);
 	}
-	return pthread_equal(pthread_self(), engine->thread);
 }
 
 /* Waits, holding the engine, until the firing thread has finished: joins
@@ -330,39 +360,31 @@ mtr_engine_join_locked_(mtr_engine *engine)
 }
 
 /*
- * Stops the engine and, if @free_it, frees it once nobody holds it. From a
- * callback of this engine it returns at once: the firing thread finishes
- * the stop (and the free) when the callback returns. In a forked child
- * there is no firing thread: the caller drops the timers itself.
+ * Stops the engine, waits for its firing thread to finish, drops what that
+ * left, and with @destroy lets go of the owner's reference.
+ *
+ * A firing thread waits for no other: this engine's, in a callback, would
+ * wait for itself, and another engine's could close a cycle of engines
+ * waiting on each other's callbacks. There the call only asks for the stop,
+ * and the engine's firing thread finishes it when its callback returns. In
+ * a forked child no firing thread is left to wait for (but a copy of one
+ * inside the callback that forked, which finishes the stop itself), so the
+ * caller drops the timers.
  */
 static void
-mtr_engine_shut_(mtr_engine *engine, bool free_it)
+mtr_engine_shut_(mtr_engine *engine, bool destroy)
 {
-	pthread_mutex_lock(&engine->lock);
 	atomic_store(&engine->stop_requested, true);
-	if (free_it)
-		atomic_store(&engine->free_requested, true);
-	if (engine->inherited) {
-		/* A release the drop makes may destroy the engine (a binding's
-		 * last reference to it going away): the hold keeps it until
-		 * the drop is over, and the last to let go frees it. */
-		mtr_engine_hold_(engine);
-		pthread_mutex_unlock(&engine->lock);
-		mtr_engine_drop_timers_(engine);
-		if (mtr_engine_release_hold_(engine))
-			mtr_engine_free_(engine);
-		return;
-	}
-	if (mtr_engine_request_stop_locked_(engine)) {
-		pthread_mutex_unlock(&engine->lock);
-		return;
-	}
 	mtr_engine_hold_(engine);
-	mtr_engine_join_locked_(engine);
-	bool free_now = mtr_engine_release_hold_(engine);
+	pthread_mutex_lock(&engine->lock);
+	mtr_engine_request_stop_locked_(engine);
+	if (!engine->joined && mtr_firing_engine_ == NULL)
+		mtr_engine_join_locked_(engine);
+	bool gone = engine->joined;
 	pthread_mutex_unlock(&engine->lock);
-	if (free_now)
-		mtr_engine_free_(engine);
+	if (gone)
+		mtr_engine_drop_timers_(engine);
+	mtr_engine_let_go_(engine, destroy ? 2 : 1);
 }
 
 void
@@ -418,6 +440,7 @@ int
 mtr_engine_get_info(mtr_engine *engine, mtr_engine_info *out_info)
 {
 	*out_info = engine->info;
+	out_info->fault = atomic_load(&engine->fault);
 	return 0;
 }
 

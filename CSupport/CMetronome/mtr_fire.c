@@ -13,30 +13,63 @@
 #include "mtr_internal.h"
 
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
+/* The earliest expiry, per clock, of the engine's timerfds but @state's. */
+static void
+mtr_engine_next_expiries_(mtr_engine *engine,
+    const struct mtr_clock_state *state, int64_t limits[MTR_CLOCK_COUNT])
+{
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
+		limits[c] = INT64_MAX;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+			const struct mtr_clock_state *other =
+			    &engine->shards[s].clocks[c];
+			int64_t armed_ns = atomic_load(&other->armed_ns);
+			if (other != state && armed_ns < limits[c])
+				limits[c] = armed_ns;
+		}
+	}
+}
+
+/* Whether any of @limits has passed on its clock. */
+static bool
+mtr_any_passed_(const int64_t limits[MTR_CLOCK_COUNT])
+{
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		if (limits[c] != INT64_MAX &&
+		    mtr_clock_read_((mtr_clock_id)c) >= limits[c])
+			return true;
+	}
+	return false;
+}
+
 /*
- * Spins, unlocked, until @clock reads @deadline_ns, or until the clock's
- * set changes at its top or the engine stops (mtr_shard_interrupt_spin_
- * locked_): the timer spun for may be gone, or an earlier one may be due.
+ * Spins, unlocked, until @state's clock reads @deadline_ns; or until
+ * another of the engine's timerfds expires, since the thread spinning here
+ * is the one that would serve it; or until the spin is interrupted
+ * (mtr_engine_interrupt_spin_): the timer spun for may be gone, or a new
+ * wake-up may come first. Published before the expiries are read, so that
+ * a timerfd moved meanwhile either shows in them or interrupts the spin.
  */
 static void
-mtr_shard_spin_until_locked_(struct mtr_shard *shard, mtr_clock_id clock,
-    int64_t deadline_ns)
+mtr_shard_spin_until_locked_(struct mtr_shard *shard,
+    struct mtr_clock_state *state, int64_t deadline_ns)
 {
-	uint32_t epoch = atomic_load_explicit(&shard->spin_epoch,
-	    memory_order_relaxed);
-	shard->spinning_clock = (int)clock;
+	mtr_engine *engine = shard->engine;
+	int64_t limits[MTR_CLOCK_COUNT];
+	uint32_t epoch = atomic_load(&engine->spin_epoch);
+
+	atomic_store(&engine->spinning, state);
 	mtr_lock_give_(&shard->lock);
-	while (mtr_clock_read_(clock) < deadline_ns &&
-	    atomic_load_explicit(&shard->spin_epoch, memory_order_relaxed) ==
-	    epoch)
+	mtr_engine_next_expiries_(engine, state, limits);
+	while (mtr_clock_read_(state->set.clock) < deadline_ns &&
+	    atomic_load_explicit(&engine->spin_epoch, memory_order_relaxed) ==
+	    epoch && !mtr_any_passed_(limits))
 		mtr_spin_hint_();
+	atomic_store(&engine->spinning, NULL);
 	mtr_lock_take_(&shard->lock);
-	shard->spinning_clock = -1;
 }
 
 /* Computes the tick of @entry, already out of the set; a repeating timer
@@ -88,10 +121,16 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
  * whichever comes first in key order. The batch's entries are all due, so
  * one of them also goes first when the top's window has not opened yet.
  * Returns false when nothing is due; the engine may have unlocked to spin.
+ *
+ * A pass fires only timers armed before it began (@pass_order): one armed
+ * or re-armed since, like a repeating timer that outran its period or a
+ * callback re-arming in the past, waits for the next wake-up, so that no
+ * heap keeps the one firing thread from the others. The batch holds only
+ * entries taken in this pass and is always drained within it.
  */
 static bool
 mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
-    struct mtr_heap_entry *out, int64_t *now_ns)
+    uint64_t pass_order, struct mtr_heap_entry *out, int64_t *now_ns)
 {
 	struct mtr_batch *batch = &shard->batch;
 	mtr_clock_id clock = state->set.clock;
@@ -99,6 +138,8 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 	while (!shard->stopping) {
 		const struct mtr_heap_entry *top =
 		    mtr_timerset_top_locked_(&state->set, shard->timers);
+		if (top != NULL && top->order >= pass_order)
+			top = NULL;
 		const struct mtr_heap_entry *queued =
 		    mtr_batch_next_locked_(batch, shard->timers);
 		*now_ns = mtr_clock_read_(clock);
@@ -109,8 +150,7 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 			    shard->timers[top->timer].deadline_ns;
 			if (deadline_ns <= *now_ns) {
 				if (queued == NULL && mtr_batch_take_locked_(
-				    batch, &state->set, shard->timers, *now_ns,
-				    shard->next_order))
+				    batch, &state->set, shard->timers, *now_ns))
 					continue;
 				*out = *top;
 				mtr_timerset_erase_locked_(&state->set,
@@ -122,7 +162,7 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 				if (deadline_ns - *now_ns >
 				    shard->engine->config.spin_ns)
 					return false;
-				mtr_shard_spin_until_locked_(shard, clock,
+				mtr_shard_spin_until_locked_(shard, state,
 				    deadline_ns);
 				/* the set may have changed meanwhile */
 				continue;
@@ -152,11 +192,13 @@ mtr_shard_fire_due_locked_(struct mtr_shard *shard,
     struct mtr_clock_state *state, uint64_t *fired)
 {
 	mtr_clock_id clock = state->set.clock;
+	uint64_t pass_order = shard->next_order;
 	struct mtr_heap_entry entry;
 	int64_t now_ns;
 
 	state->firing = true;
-	while (mtr_shard_next_locked_(shard, state, &entry, &now_ns)) {
+	while (mtr_shard_next_locked_(shard, state, pass_order, &entry,
+	    &now_ns)) {
 		mtr_tick tick;
 		mtr_shard_commit_locked_(shard, clock, entry, now_ns, &tick);
 		if ((*fired)++ > 0)
@@ -169,12 +211,22 @@ mtr_shard_fire_due_locked_(struct mtr_shard *shard,
 		mtr_lock_take_(&shard->lock);
 
 		shard->running = 0;
+		if (shard->running_waiters > 0) {
+			/* cancel_sync disarmed the timer and waits for this
+			 * callback: a re-arm made meanwhile, by the callback
+			 * or a racing thread, comes before that cancel and is
+			 * undone with it. A timer destroyed meanwhile is gone,
+			 * and its slot may hold another. */
+			if (!shard->release_running)
+				mtr_queue_remove_locked_(shard,
+				    &shard->timers[entry.timer]);
+			shard->running_waiters = 0;
+			mtr_event_signal_(&shard->callback_done);
+		}
 		if (shard->release_running) {
 			shard->release_running = false;
 			mtr_shard_release_locked_(shard, context);
 		}
-		if (shard->sync_waiters > 0)
-			mtr_event_signal_(&shard->callback_done);
 	}
 	state->firing = false;
 	/* A batch that is over gives back the room its entries kept. */
@@ -188,11 +240,16 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 {
 	struct mtr_clock_state *state = arg;
 	struct mtr_shard *shard = state->shard;
+	mtr_engine *engine = shard->engine;
 	uint64_t expirations;
 	ssize_t n;
 	int error = 0;
 
 	(void)what;
+	/* In a forked child the timerfds are the parent's: a copy of the
+	 * firing thread, back from a callback that forked, reads none. */
+	if (engine->inherited)
+		return;
 	/* Edge-triggered: every expiry is one event, so the monotonic and
 	 * boottime timerfds need no read (a syscall on the firing path); the
 	 * next timerfd_settime resets their count. The wall clock's read is
@@ -206,12 +263,12 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 	} else {
 		n = sizeof(expirations);
 	}
-	/* Only a step or nothing to read can fail a timerfd read. */
+	/* Only a step or nothing to read can fail a read of a timerfd that
+	 * is still ours. */
 	if (n != (ssize_t)sizeof(expirations) && error != ECANCELED &&
 	    error != EAGAIN) {
-		fprintf(stderr, "CMetronome: timerfd read: %s\n",
-		    strerror(error));
-		abort();
+		mtr_engine_fault_(engine, error != 0 ? error : EIO);
+		return;
 	}
 
 	mtr_lock_take_(&shard->lock);
@@ -219,9 +276,9 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 	 * wake-up has fired this shard's due timers and re-armed its timerfd
 	 * for later since: stale, and the timerfd will wake again. Only that
 	 * pass re-arms an expired timerfd, so one shard skips the clock read. */
-	mtr_engine *engine = shard->engine;
 	if (engine->shard_count > 1 && error != ECANCELED &&
-	    state->armed_ns > mtr_clock_read_(state->set.clock)) {
+	    atomic_load_explicit(&state->armed_ns, memory_order_relaxed) >
+	    mtr_clock_read_(state->set.clock)) {
 		mtr_lock_give_(&shard->lock);
 		return;
 	}
@@ -232,7 +289,8 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 		shard->counters.clock_steps++;
 	}
 	uint64_t fired = 0;
-	state->armed_ns = INT64_MAX; /* it has expired */
+	/* it has expired */
+	atomic_store_explicit(&state->armed_ns, INT64_MAX, memory_order_relaxed);
 	mtr_shard_fire_due_locked_(shard, state, &fired);
 	mtr_lock_give_(&shard->lock);
 

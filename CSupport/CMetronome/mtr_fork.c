@@ -5,10 +5,18 @@
  * and it shares the engine's descriptors with the parent: the same timerfds
  * and the same epoll instance. Arming a timer there would move the parent's
  * wake-up; freeing the event base would remove the parent's timerfds from
- * their shared epoll set. So an engine is dead in the child: it arms
- * nothing, cancel and destroy only edit the child's memory, and destroying
- * it closes the child's copies of the timerfds before it frees the event
- * base, so that nothing reaches the parent's epoll set (mtr_teardown.c).
+ * their shared epoll set. So an engine is dead in the child from the
+ * instant of the fork: it arms nothing (mtr_queue_set_fd_locked_ and the
+ * firing path touch no descriptor of an inherited engine), cancel and
+ * destroy only edit the child's memory, and destroying it closes the
+ * child's copies of the timerfds before it frees the event base, so that
+ * nothing reaches the parent's epoll set (mtr_teardown.c).
+ *
+ * A fork inside a callback makes a child whose one thread is a copy of the
+ * firing thread, still in that callback. That engine keeps its firing
+ * thread in the child: its running callback stays running, a stop or
+ * destroy from it is finished by the copy when the callback returns, and
+ * the copy then leaves its loop, drops the timers and exits.
  *
  * A binding's shared engine lives in a slot here (mtr_shared_lock), so that
  * a child never inherits it half made: the child then makes its own.
@@ -57,21 +65,26 @@ mtr_fork_child_(void)
 {
 	mtr_fork_count_++;
 	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
+		/* Whether this thread copies e's firing thread, in a callback. */
+		bool copy = mtr_firing_engine_ == e;
 		e->inherited = true;
-		e->stopping = true;
-		/* No firing thread here: nothing runs, nobody waits or joins. */
-		atomic_store(&e->holds, 0);
+		atomic_store(&e->stopping, true);
+		/* The owner's reference, and the copy's; the parent's other
+		 * holders are threads the child lacks. Nobody joins: the copy
+		 * is the child's own thread, and ends the stop itself. */
+		atomic_store(&e->holds, copy ? 2 : 1);
 		e->join_claimed = true;
-		e->joined = true;
+		e->joined = !copy;
+		atomic_store(&e->spinning, NULL);
 		/* Waiters of the parent's threads may be recorded in a
 		 * condition variable. */
 		pthread_cond_init(&e->thread_done, NULL);
 		for (uint32_t s = 0; s < e->shard_count; s++) {
 			struct mtr_shard *shard = &e->shards[s];
 			shard->stopping = true;
-			shard->running = 0;
-			shard->sync_waiters = 0;
-			shard->spinning_clock = -1;
+			if (!copy)
+				shard->running = 0;
+			shard->running_waiters = 0;
 			mtr_lock_give_unannounced_(&shard->lock);
 		}
 		pthread_mutex_unlock(&e->lock);

@@ -51,7 +51,7 @@ struct mtr_timer {
 	int64_t period_ns;   /* 0 for a one-shot */
 	union {
 		uint64_t sequence;    /* index of deadline_ns on the schedule */
-		uint32_t rekey_order; /* while the heap key lags */
+		uint64_t rekey_order; /* while the heap key lags */
 	};
 	uint32_t heap_slot;  /* clock and heap index, or MTR_NOT_ARMED */
 	uint32_t generation;
@@ -66,27 +66,22 @@ mtr_timer_prefetch_(const struct mtr_timer *timer)
 	__builtin_prefetch((const char *)(timer + 1) - 1, 1);
 }
 
-/* Fetches the start of a callback's context for reading ahead of a firing:
- * three cache lines, which hold all that a Swift timer's firing reads of
- * its object (its lock, state and handler lie within the first 144
- * bytes, wherever the object starts in its line). */
-static inline void
-mtr_context_prefetch_(const void *context)
-{
-	if (context == NULL)
-		return;
-	for (int line = 0; line < 3; line++)
-		__builtin_prefetch((const char *)context + 64 * line);
-}
-
-/* A heap entry carries its key, so sifting touches only the heap array. */
+/*
+ * A heap entry carries its key, so sifting touches only the heap array.
+ * Arm order takes 64 bits so that it never wraps: at a billion arms a
+ * second a shard would need centuries to spend it, so no renumbering ever
+ * stalls an arm. It costs the entry 8 bytes over a 32-bit order.
+ */
 struct mtr_heap_entry {
 	/* deadline + leeway: the latest acceptable firing; no later than its
 	 * timer's due_ns, which a later reschedule moves on alone */
 	int64_t due_ns;
+	uint64_t order;  /* arm order: equal keys fire first-armed first */
 	uint32_t timer;  /* slot index */
-	uint32_t order;  /* arm order: equal keys fire first-armed first */
 };
+
+/* Arm order stays below this (mtr_engine_age_for_testing cannot pass it). */
+#define MTR_ORDER_MAX (UINT64_MAX >> 1)
 
 /* Whether @a fires before @b: by key, then by arm order. */
 static inline bool
@@ -95,9 +90,7 @@ mtr_entry_before_(const struct mtr_heap_entry *a,
 {
 	if (a->due_ns != b->due_ns)
 		return a->due_ns < b->due_ns;
-	/* Wrapping comparison: right while every armed order lies within
-	 * 2^31 of the next, which renumbering keeps true (mtr_queue.c). */
-	return (int32_t)(a->order - b->order) < 0;
+	return a->order < b->order;
 }
 
 /*
@@ -155,7 +148,10 @@ struct mtr_clock_state {
 	struct mtr_shard *shard;
 	int fd;
 	bool firing;      /* the firing thread is in a batch of this clock */
-	int64_t armed_ns; /* when the timerfd expires; INT64_MAX if disarmed */
+	/* When the timerfd expires; INT64_MAX if disarmed, which is also how
+	 * a key of INT64_MAX (292 years) arms it: never, as it would be.
+	 * Written under the shard's lock, read by a spin without it. */
+	_Atomic int64_t armed_ns;
 };
 
 /*
@@ -168,7 +164,7 @@ struct mtr_clock_state {
  */
 struct mtr_shard {
 	_Alignas(64) struct mtr_lock lock;
-	struct mtr_event callback_done; /* a callback ended; sync_waiters wait */
+	struct mtr_event callback_done; /* a callback ended; its waiters wake */
 	mtr_engine *engine;
 	/* Ored into the slot index of this shard's ids (mtr_shard_of_). */
 	uint32_t id_base;
@@ -185,7 +181,7 @@ struct mtr_shard {
 	/* The live timer count at which a destroy next checks whether the
 	 * timer array can shrink: halved at each check, raised with load. */
 	uint32_t shrink_check_at;
-	uint32_t next_order;
+	uint64_t next_order;
 
 	struct mtr_clock_state clocks[MTR_CLOCK_COUNT];
 	struct mtr_batch batch; /* of the clock being fired; one at a time */
@@ -194,21 +190,23 @@ struct mtr_shard {
 	mtr_timer_id running;   /* the timer whose callback runs, or 0 */
 	bool release_running;   /* it was destroyed while running */
 	void *released_context; /* then: its context, for a forked child */
+	/* cancel_sync callers waiting for the running callback: it leaves
+	 * its timer disarmed when it returns (mtr_fire.c). */
+	uint32_t running_waiters;
 	/* A copy of the engine's, set under this lock, so that timer
 	 * operations need no other. */
 	bool stopping;
-	uint32_t sync_waiters;
-
-	/* The clock the firing thread spins on, or -1; a change to that
-	 * clock's set, or a stop, bumps spin_epoch to end the spin early. */
-	int spinning_clock;
-	_Atomic uint32_t spin_epoch;
 };
 
 /*
  * The engine: its shards, its firing thread and its life. The engine lock
- * guards the life (stopping, joining, freeing); timer operations take a
- * shard's lock only. Lock order: the engine, then a shard.
+ * guards the life (stopping, joining); timer operations take a shard's lock
+ * only. Lock order: the engine, then a shard.
+ *
+ * One count says who may still touch the engine (holds), and whoever takes
+ * it to 0 frees the engine, as the last thing it does with it: the owner's
+ * reference (dropped by destroy), the firing thread's until it exits, and
+ * one for each caller blocked in stop, destroy or cancel_sync.
  */
 struct mtr_engine {
 	pthread_mutex_t lock;
@@ -222,7 +220,8 @@ struct mtr_engine {
 	mtr_engine_config config;
 	mtr_engine_info info;
 
-	bool stopping;
+	/* Set under the lock; the firing loop reads it without. */
+	_Atomic bool stopping;
 	bool join_claimed;           /* a thread joins (or detached) the thread */
 	bool joined;                 /* the firing thread touches nothing more */
 	/* Created before a fork, seen from the child: its descriptors and
@@ -232,13 +231,17 @@ struct mtr_engine {
 	 * without the lock: in an on_release callback the stop makes, the
 	 * engine lock may be held by the stopping thread. */
 	_Atomic bool stop_requested;
-	/* destroyed: the last holder frees it */
-	_Atomic bool free_requested;
-	/* Threads that may still touch the engine: the firing thread until it
-	 * exits, and callers blocked in stop, destroy or cancel_sync. The one
-	 * that drops it to 0 after a destroy frees the engine. Atomic, so that
-	 * cancel_sync can take a hold under its shard's lock alone. */
+	/* Atomic, so that cancel_sync can take a hold under its shard's lock
+	 * alone. */
 	_Atomic uint32_t holds;
+	/* 0, or the errno of a descriptor error that stopped the engine. */
+	_Atomic int fault;
+
+	/* The clock state the firing thread spins on, or NULL. Whatever may
+	 * make another wake-up due first (a change at that state's top, any
+	 * timerfd moved, a stop) bumps spin_epoch to end the spin. */
+	struct mtr_clock_state *_Atomic spinning;
+	_Atomic uint32_t spin_epoch;
 
 	mtr_engine *fork_prev; /* the registry of live engines */
 	mtr_engine *fork_next;
@@ -320,13 +323,13 @@ void mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent);
 /* Room for one more entry: 0, or ENOMEM when the heap could not grow. */
 int mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t lent);
 int mtr_timerset_push_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint32_t order,
+    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint64_t order,
     uint32_t lent);
 void mtr_timerset_erase_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index, uint32_t lent);
 void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index, int64_t due_ns,
-    uint32_t order);
+    uint64_t order);
 const struct mtr_heap_entry *mtr_timerset_top_locked_(
     struct mtr_timerset *set, struct mtr_timer *timers);
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
@@ -336,7 +339,7 @@ void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
 
 /* mtr_batch.c: called by the firing thread with the shard's lock held. */
 bool mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns, uint32_t next_order);
+    struct mtr_timer *timers, int64_t now_ns);
 const struct mtr_heap_entry *mtr_batch_next_locked_(struct mtr_batch *batch,
     const struct mtr_timer *timers);
 void mtr_batch_free_(struct mtr_batch *batch);
@@ -371,7 +374,6 @@ void mtr_fire_on_timerfd_(int fd, short what, void *arg);
 /* mtr_teardown.c */
 void mtr_engine_drop_timers_(mtr_engine *engine);
 void mtr_engine_hold_(mtr_engine *engine);
-bool mtr_engine_release_hold_(mtr_engine *engine);
 void mtr_engine_free_(mtr_engine *engine);
 
 /* Releases a context with the shard's lock dropped: a release may call the
@@ -386,24 +388,41 @@ mtr_shard_release_locked_(struct mtr_shard *shard, void *context)
 	mtr_lock_take_(&shard->lock);
 }
 
-/* Ends a spin on @clock: its set changed, so the spun-for timer may be gone
- * or an earlier one may have come. */
+/* Ends a spin on @state, or any spin when @state is NULL: the spun-for
+ * timer may be gone, or an earlier wake-up may have come. */
+static inline void
+mtr_engine_interrupt_spin_(mtr_engine *engine,
+    const struct mtr_clock_state *state)
+{
+	const struct mtr_clock_state *spinning = atomic_load(&engine->spinning);
+	if (spinning != NULL && (state == NULL || spinning == state))
+		atomic_fetch_add(&engine->spin_epoch, 1);
+}
+
 static inline void
 mtr_shard_interrupt_spin_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 {
-	if (shard->spinning_clock == (int)clock)
-		atomic_fetch_add_explicit(&shard->spin_epoch, 1,
-		    memory_order_relaxed);
+	mtr_engine_interrupt_spin_(shard->engine, &shard->clocks[clock]);
 }
 
-/* Arm order is renumbered when it reaches this: from then on, orders span
- * at most 2^30 (every armed timer) + 2^30 (arms until the next renumber). */
-#define MTR_ORDER_RENUMBER_AT (UINT32_C(1) << 30)
+/*
+ * The engine whose firing thread the calling thread is, or NULL; set by the
+ * firing thread as it starts. A forked child's copy of a firing thread
+ * keeps it. Thread-local rather than a pthread_t compared: glibc hands a
+ * dead thread's pthread_t to the next thread it creates.
+ */
+extern _Thread_local mtr_engine *mtr_firing_engine_;
+
+/* A holder lets go of @count holds; the last one frees the engine. */
+void mtr_engine_let_go_(mtr_engine *engine, uint32_t count);
+
+/* Records @error, a descriptor failing under the engine, and has the
+ * firing thread stop it; the first error is the one kept. */
+void mtr_engine_fault_(mtr_engine *engine, int error);
 
 /* mtr_queue.c: each clock's timer set and timerfd, and the arm order, of
  * one shard; for timer operations and the firing loop alike, with the
  * shard's lock held. */
-uint32_t mtr_queue_next_order_locked_(struct mtr_shard *shard);
 int mtr_queue_make_room_locked_(struct mtr_shard *shard,
     const struct mtr_timer *timer, mtr_clock_id clock);
 int mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,

@@ -5,9 +5,6 @@
  * (mtr_fire.c) both arm through here, and this file calls only downward:
  * into the timer set, the batch and the kernel.
  *
- * Arm order is renumbered, keeping its sequence, before it spans 2^31, so
- * the wrapping comparison of mtr_entry_before_ stays right for ever.
- *
  * The timerfd moves only for a new earliest wake-up. A timer leaving the
  * top (cancelled, or moved later) leaves it where it is: the early wake-up
  * finds nothing due and re-arms, which is cheaper than a syscall on every
@@ -16,23 +13,28 @@
 #include "mtr_internal.h"
 
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
 
 /* Moves a clock's timerfd to @target_ns (absolute), or disarms it for
- * INT64_MAX. Failure means a bad descriptor or argument: our bug. But for
- * a wall-clock step: after one, the kernel arms the timerfd and reports
- * the step to the first settime with ECANCELED, where the firing thread's
- * read would have seen it, so it is counted here and the timerfd expired
- * at once, and the firing thread re-evaluates every wall timer as after a
- * step it saw itself. */
+ * INT64_MAX. A wall-clock step is no failure: after one, the kernel arms
+ * the timerfd and reports the step to the first settime with ECANCELED,
+ * where the firing thread's read would have seen it, so it is counted here
+ * and the timerfd expired at once, and the firing thread re-evaluates every
+ * wall timer as after a step it saw itself. Any other failure is a
+ * descriptor closed or replaced under the engine (our arguments are always
+ * valid): the engine stops and reports it (mtr_engine_fault_). In a forked
+ * child the timerfd is the parent's, so nothing is done. A spin ends: the
+ * new wake-up may come before the spun-for deadline. */
 void
 mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 {
 	struct itimerspec spec;
 	int flags = TFD_TIMER_ABSTIME;
+	mtr_engine *engine = state->shard->engine;
+
+	if (engine->inherited)
+		return;
 
 	memset(&spec, 0, sizeof(spec));
 	if (target_ns != INT64_MAX) {
@@ -57,12 +59,13 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 			continue;
 		}
 		if (errno != EINTR) {
-			fprintf(stderr, "CMetronome: timerfd_settime: %s\n",
-			    strerror(errno));
-			abort();
+			mtr_engine_fault_(engine, errno);
+			return;
 		}
 	}
-	state->armed_ns = target_ns;
+	atomic_store_explicit(&state->armed_ns, target_ns,
+	    memory_order_relaxed);
+	mtr_engine_interrupt_spin_(engine, NULL);
 }
 
 static int64_t
@@ -92,68 +95,15 @@ mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 	    top->due_ns, shard->timers[top->timer].deadline_ns) : INT64_MAX;
 
 	/* Skip the syscall when the timerfd already expires then. */
-	if (target_ns != state->armed_ns)
+	if (target_ns != atomic_load_explicit(&state->armed_ns,
+	    memory_order_relaxed))
 		mtr_queue_set_fd_locked_(state, target_ns);
 }
 
-/* Orders arm order in its wrapping sense: as offsets from @base. */
-static int
-mtr_order_compare_(const void *a, const void *b, void *base)
-{
-	uint32_t x = **(uint32_t *const *)a - *(uint32_t *)base;
-	uint32_t y = **(uint32_t *const *)b - *(uint32_t *)base;
-	return (x > y) - (x < y);
-}
-
-/*
- * Gives every entry (heaps and batch), and every order recorded for a
- * lagging key, a new arm order, 0, 1, ... in its current sequence. The
- * heaps and the batch depend on relative order only, so both stay valid
- * without moving an entry. Out of line and cold: once in 2^30 arms, it
- * must not make every arm pay for its registers.
- */
-static __attribute__((cold, noinline)) int
-mtr_queue_renumber_locked_(struct mtr_shard *shard)
-{
-	/* Each heap entry may add its timer's recorded order. */
-	size_t total = shard->batch.count;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
-		total += 2 * (size_t)shard->clocks[c].set.count;
-	uint32_t **orders = malloc((total + 1) * sizeof(*orders));
-	if (orders == NULL)
-		return ENOMEM;
-	uint32_t n = 0;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_timerset *set = &shard->clocks[c].set;
-		for (uint32_t i = 0; i < set->count; i++) {
-			struct mtr_heap_entry *entry = &set->entries[i];
-			struct mtr_timer *timer = &shard->timers[entry->timer];
-			orders[n++] = &entry->order;
-			/* A lagging key's recorded order keeps its place too. */
-			if (timer->due_ns != entry->due_ns)
-				orders[n++] = &timer->rekey_order;
-		}
-	}
-	for (uint32_t i = 0; i < shard->batch.count; i++)
-		orders[n++] = &shard->batch.entries[i].order;
-	/* Every order lies within 2^31 before the next one. */
-	uint32_t base = shard->next_order - (UINT32_C(1) << 31);
-	qsort_r(orders, n, sizeof(*orders), mtr_order_compare_, &base);
-	for (uint32_t i = 0; i < n; i++)
-		*orders[i] = i;
-	shard->next_order = n;
-	free(orders);
-	return 0;
-}
-
-/* The next arm order; renumbers first when the span nears 2^31. Should
- * the renumbering find no memory, it is tried again at the next arm, with
- * 2^31 - 2^30 arms to go before order could go wrong. */
-uint32_t
+/* The next arm order: 64 bits never wrap (MTR_ORDER_MAX). */
+static uint64_t
 mtr_queue_next_order_locked_(struct mtr_shard *shard)
 {
-	if (shard->next_order >= MTR_ORDER_RENUMBER_AT)
-		(void)mtr_queue_renumber_locked_(shard);
 	return shard->next_order++;
 }
 
@@ -188,7 +138,8 @@ mtr_queue_keyed_earlier_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 	if (mtr_slot_index_(timer->heap_slot) == 0)
 		mtr_shard_interrupt_spin_locked_(shard, clock);
 	if (!state->firing && mtr_queue_wake_target_(shard, timer->due_ns,
-	    timer->deadline_ns) < state->armed_ns)
+	    timer->deadline_ns) < atomic_load_explicit(&state->armed_ns,
+	    memory_order_relaxed))
 		mtr_queue_rearm_locked_(shard, clock);
 }
 
@@ -242,7 +193,7 @@ mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     mtr_clock_id clock, int64_t due_ns)
 {
 	struct mtr_timerset *set = &shard->clocks[clock].set;
-	uint32_t order = mtr_queue_next_order_locked_(shard);
+	uint64_t order = mtr_queue_next_order_locked_(shard);
 	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
 	bool later = due_ns > timer->due_ns ||
 	    due_ns > set->entries[heap_index].due_ns;

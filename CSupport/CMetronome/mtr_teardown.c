@@ -1,12 +1,13 @@
 /*
  * An engine's end: every timer dropped and its context released once, and
- * the engine freed by whichever thread lets go of it last.
+ * the engine freed by whichever holder lets go of it last.
  *
- * Shutdown may race every other call, and a callback may trigger it. The
- * threads that may still touch a stopping engine each hold it
- * (engine->holds): the firing thread until it exits, and a thread waiting
- * in stop, destroy or cancel_sync. The last to let go after a destroy frees
- * it, so nothing is read after it is freed.
+ * Shutdown may race every other call, and a callback may trigger it. Each
+ * party that may still touch the engine holds it (engine->holds): its
+ * owner until destroy, the firing thread until it exits, and a thread
+ * waiting in stop, destroy or cancel_sync. Letting go is each holder's last
+ * touch of the engine, after every unlock, and the one that takes the count
+ * to 0 frees it, so nothing is read after it is freed.
  */
 #include "mtr_internal.h"
 
@@ -133,11 +134,9 @@ mtr_engine_hold_(mtr_engine *engine)
 	atomic_fetch_add(&engine->holds, 1);
 }
 
-/* Lets go of a hold; returns whether the caller must now free the engine:
- * it was destroyed and nobody else can touch it any more. */
-bool
-mtr_engine_release_hold_(mtr_engine *engine)
+void
+mtr_engine_let_go_(mtr_engine *engine, uint32_t count)
 {
-	return atomic_fetch_sub(&engine->holds, 1) == 1 &&
-	    atomic_load(&engine->free_requested);
+	if (atomic_fetch_sub(&engine->holds, count) == count)
+		mtr_engine_free_(engine);
 }

@@ -205,31 +205,30 @@ mtr_timer_cancel(mtr_engine *engine, mtr_timer_id id)
 int
 mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 {
-	bool free_now = false;
+	bool waited = false;
 	uint32_t slot;
 	struct mtr_timer *timer;
 	struct mtr_shard *shard = mtr_timer_lock_disarmed_(engine, id, &slot,
 	    &timer);
 	if (shard == NULL)
 		return EINVAL;
-	/* On the firing thread nothing else of ours can be running, and
-	 * waiting for ourselves would never end. The wait holds the engine:
-	 * a callback may destroy it meanwhile, and then this thread, not the
-	 * firing one, may be the last to let go and free it. The callback
-	 * running is this timer's, and callbacks run one at a time: the
-	 * shard's next callback end is its end, even should it move its
-	 * timer meanwhile, which renames shard->running. */
-	if (shard->running == id &&
-	    !pthread_equal(pthread_self(), engine->thread)) {
+	/* A firing thread never waits (mtr_engine_shut_ says why). The wait
+	 * holds the engine: a callback may destroy it meanwhile, and then
+	 * this thread may be the last to let go. The callback running is this
+	 * timer's, and callbacks run one at a time: the shard's next callback
+	 * end is its end, even should it move its timer meanwhile, which
+	 * renames shard->running; and that end disarms the timer again
+	 * (mtr_fire.c), so a re-arm made meanwhile does not outlive this
+	 * call. */
+	if (shard->running == id && mtr_firing_engine_ == NULL) {
 		mtr_engine_hold_(engine);
-		shard->sync_waiters++;
+		shard->running_waiters++;
 		mtr_event_wait_(&shard->callback_done, &shard->lock);
-		shard->sync_waiters--;
-		free_now = mtr_engine_release_hold_(engine);
+		waited = true;
 	}
 	mtr_lock_give_(&shard->lock);
-	if (free_now)
-		mtr_engine_free_(engine);
+	if (waited)
+		mtr_engine_let_go_(engine, 1);
 	return 0;
 }
 
@@ -260,38 +259,23 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 	return 0;
 }
 
-/* Ages one shard: its arm order by @arms, its free slots by @reuses. */
-static void
-mtr_shard_age_locked_(struct mtr_shard *shard, uint64_t arms, uint32_t reuses)
-{
-	while (arms > 0) {
-		/* Up to the renumbering point in one step, then one real
-		 * arm, which renumbers as it would in use. */
-		uint64_t room = shard->next_order < MTR_ORDER_RENUMBER_AT ?
-		    MTR_ORDER_RENUMBER_AT - shard->next_order : 0;
-		uint64_t step = arms < room ? arms : room;
-		shard->next_order += (uint32_t)step;
-		arms -= step;
-		if (arms > 0) {
-			(void)mtr_queue_next_order_locked_(shard);
-			arms--;
-		}
-	}
-	mtr_slots_age_locked_(shard, reuses);
-}
-
-/* Ages every shard alike. */
+/* Ages every shard alike: its arm order by @arms, its free slots by
+ * @reuses. */
 int
 mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms, uint32_t reuses)
 {
 	int rc = 0;
-	for (uint32_t s = 0; s < engine->shard_count; s++) {
+	for (uint32_t s = 0; s < engine->shard_count && rc == 0; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
 		mtr_lock_take_(&shard->lock);
-		if (shard->stopping)
+		if (shard->stopping) {
 			rc = ESHUTDOWN;
-		else
-			mtr_shard_age_locked_(shard, arms, reuses);
+		} else if (arms > MTR_ORDER_MAX - shard->next_order) {
+			rc = EOVERFLOW;
+		} else {
+			shard->next_order += arms;
+			mtr_slots_age_locked_(shard, reuses);
+		}
 		mtr_lock_give_(&shard->lock);
 	}
 	return rc;

@@ -10,9 +10,8 @@
  * add+cancel pairs run at several million a second on one thread. Four
  * children per node halve the depth of a binary heap, and the array starts
  * MTR_HEAP_PAD entries into a 64-byte aligned block so that each node's four
- * 16-byte children fill exactly one cache line: a sift-down level costs one
- * miss, not two. The key sits in the entry itself so sifting never touches
- * the timers.
+ * 24-byte children fill exactly two adjacent cache lines, never three. The
+ * key sits in the entry itself so sifting never touches the timers.
  *
  * Draining a big burst one pop at a time is bound by those misses (a pop
  * from a million-entry heap walks ten levels of a 16 MB array), so when
@@ -53,7 +52,8 @@
 
 #define MTR_ARITY 4
 /* Logical index 0 sits at offset 3 of the aligned block, so the children
- * of i (4i+1 .. 4i+4) sit at offsets 4(i+1) .. 4(i+1)+3: one cache line. */
+ * of i (4i+1 .. 4i+4) sit at offsets 4(i+1) .. 4(i+1)+3: 96 bytes from a
+ * multiple of 32, two cache lines. */
 #define MTR_HEAP_PAD 3
 /* Levels below the root of a heap of MTR_MAX_TIMERS (4^15 = 2^30). */
 #define MTR_HEAP_DEPTH 15
@@ -137,8 +137,9 @@ mtr_timerset_bytes_(const struct mtr_timerset *set)
 static int
 mtr_timerset_resize_locked_(struct mtr_timerset *set, uint32_t capacity)
 {
-	/* aligned_alloc wants a multiple of the alignment: 64 entries are. */
+	/* aligned_alloc wants a multiple of the alignment. */
 	size_t bytes = ((size_t)capacity + MTR_ARITY) * sizeof(*set->entries);
+	bytes = (bytes + MTR_CACHE_LINE - 1) & ~(size_t)(MTR_CACHE_LINE - 1);
 	struct mtr_heap_entry *block = aligned_alloc(MTR_CACHE_LINE, bytes);
 	if (block == NULL)
 		return ENOMEM;
@@ -186,12 +187,13 @@ mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t lent)
 
 int
 mtr_timerset_push_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
-    uint32_t timer, int64_t due_ns, uint32_t order, uint32_t lent)
+    uint32_t timer, int64_t due_ns, uint64_t order, uint32_t lent)
 {
 	int rc = mtr_timerset_reserve_locked_(set, lent);
 	if (rc != 0)
 		return rc;
-	struct mtr_heap_entry entry = { due_ns, timer, order };
+	struct mtr_heap_entry entry = { .due_ns = due_ns, .order = order,
+	    .timer = timer };
 	mtr_heap_sift_up_(set, timers, set->count++, entry);
 	return 0;
 }
@@ -225,10 +227,10 @@ mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
 /* Gives the entry at @index a new key, earlier or later, in place. */
 void
 mtr_timerset_rekey_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
-    uint32_t index, int64_t due_ns, uint32_t order)
+    uint32_t index, int64_t due_ns, uint64_t order)
 {
-	struct mtr_heap_entry entry = {
-		due_ns, set->entries[index].timer, order };
+	struct mtr_heap_entry entry = { .due_ns = due_ns, .order = order,
+	    .timer = set->entries[index].timer };
 	mtr_heap_settle_(set, timers, index, entry);
 }
 

@@ -85,7 +85,8 @@ extension CoreContractTests {
         /// While a batch drains, the first callback cancels, destroys and re-arms timers that
         /// sit in the batch, and arms a new timer that is already due. Cancelled and
         /// destroyed timers never fire; a re-armed one fires once, at its new deadline; the
-        /// new timer comes before every remaining batch entry; `armed` counts what is left.
+        /// new timer, armed during the wake-up, fires at the next one, right after the
+        /// batch; `armed` counts what is left.
         @Test(.timeLimit(.minutes(1)))
         func callbacksReachTimersInTheBatch() throws {
             let engine = try Engine(expectedTimers: Self.burst + 2)
@@ -149,9 +150,11 @@ extension CoreContractTests {
                 }
             }
             expectNeverEarly(firings)
-            // After the first callback, the newcomer fires before any other burst timer.
+            // A timer armed during a wake-up waits for the next one, however early its key:
+            // the newcomer fires as soon as the batch has drained, before the re-armed timers.
             let order = firings.map(\.probe).filter { $0 < Self.burst || $0 == newcomerIndex || $0 == first.index }
-            #expect(Array(order.prefix(2)) == [first.index, newcomerIndex])
+            #expect(order.first == first.index)
+            #expect(order.firstIndex(of: newcomerIndex) == 1 + fireOnce)
             #expect(engine.counters.batched > 0, "the burst did not go through the batch")
             #expect(engine.counters.armed == 0)
             engine.destroy()

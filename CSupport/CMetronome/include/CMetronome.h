@@ -16,8 +16,23 @@
  * Lifetime: mtr_engine_stop() may race every other call on the engine and
  * may be called from a callback; afterwards calls return errors, never
  * touch freed memory. In a process forked from the one that created an
- * engine, the engine is dead: it arms nothing and touches none of the
+ * engine, the engine is dead from the instant of the fork, a fork inside
+ * one of its callbacks included: it arms nothing and touches none of the
  * descriptors it shares with the parent; create a new engine there.
+ *
+ * Firing threads: each engine's starts with every signal blocked, so that
+ * the process's signal handlers run elsewhere. A firing thread never waits
+ * for another: from inside any engine's callback, stop, destroy and
+ * cancel_sync return without waiting, so that engines whose callbacks call
+ * each other cannot deadlock.
+ *
+ * Priority: a firing thread given SCHED_FIFO takes shard locks that
+ * ordinary threads hold, and the locks do not inherit priority. A holder
+ * runs a few dozen instructions with no call that blocks, so an inversion
+ * lasts as long as the holder's preemption; a priority-inheriting futex
+ * would put a system call in every contended take of every shard lock.
+ * Where that bound does not do, pin the firing thread to a CPU that other
+ * threads of the process do not use.
  */
 #ifndef CMETRONOME_H
 #define CMETRONOME_H
@@ -105,8 +120,8 @@ typedef struct mtr_engine_config {
 	int cpu;
 	/* 0: sleep until the deadline. Otherwise wake this much early and
 	 * spin to the deadline: lower jitter for one core's worth of CPU.
-	 * 0...MTR_SPIN_MAX_NS. A cancel, an earlier timer or a stop ends a
-	 * spin at once. */
+	 * 0...MTR_SPIN_MAX_NS. A cancel, an earlier timer on any clock or
+	 * shard, or a stop ends a spin at once. */
 	int64_t spin_ns;
 	/* A firing later than its window by more than this counts as late;
 	 * 0 means the default of 1 ms. */
@@ -121,7 +136,12 @@ typedef struct mtr_engine_config {
 	 * so threads that create and arm their own timers do not contend.
 	 * A wake-up serves every shard, so leeway coalesces across them. The
 	 * price: equal deadlines fire in arm order within a shard, and timers
-	 * of several shards due at one wake-up fire shard by shard. */
+	 * of several shards due at one wake-up fire shard by shard.
+	 *
+	 * One wake-up fires, in each heap, only the timers armed before it
+	 * began; one armed since (a repeating timer whose callback outran its
+	 * period, say) fires at the next, so that no clock or shard keeps the
+	 * firing thread from the others. */
 	uint32_t shards;
 } mtr_engine_config;
 
@@ -163,6 +183,10 @@ typedef struct mtr_engine_info {
 	int cpu_error;
 	int64_t spin_ns;
 	char name[MTR_THREAD_NAME_MAX]; /* the firing thread's name */
+	/* 0, or the errno of a descriptor that failed under the engine (a
+	 * timerfd or the epoll instance closed by someone else): the engine
+	 * then stopped itself, as mtr_engine_stop() stops it. */
+	int fault;
 } mtr_engine_info;
 
 /**
@@ -197,10 +221,10 @@ int mtr_engine_create(const mtr_engine_config *config,
  * back the memory they took. Calls racing the stop from other threads get
  * ESHUTDOWN or EINVAL; afterwards every timer id is stale (EINVAL) and
  * mtr_timer_create() and the arm calls answer ESHUTDOWN. From inside a
- * callback it returns at once; the firing thread drops the timers when the
- * callback returns. In a forked child it drops the inherited timers,
- * releasing their contexts, without touching the parent's descriptors.
- * Idempotent.
+ * callback of any engine it returns at once: this engine's firing thread
+ * drops the timers when its running callback returns. In a forked child it
+ * drops the inherited timers, releasing their contexts, without touching
+ * the parent's descriptors. Idempotent.
  *
  * Context: any thread, including a callback of this engine.
  */
@@ -211,10 +235,10 @@ void mtr_engine_stop(mtr_engine *engine);
  * @engine: an engine, or NULL (a no-op)
  *
  * mtr_engine_stop(), then frees the engine once no thread is blocked in
- * it (in mtr_engine_stop() or mtr_timer_cancel_sync()): the last of them
- * frees it. From inside a callback of this engine it returns at once and
- * the firing thread frees the engine when the callback returns. The engine
- * must not be used after this call.
+ * it (in mtr_engine_stop() or mtr_timer_cancel_sync()) and its firing
+ * thread has exited: the last of them frees it. From inside a callback of
+ * any engine it returns at once, and this engine's firing thread finishes.
+ * The engine must not be used after this call.
  *
  * Context: any thread, including a callback of this engine.
  */
@@ -418,8 +442,11 @@ int mtr_timer_cancel(mtr_engine *engine, mtr_timer_id timer);
  * mtr_timer_cancel_sync - disarm a timer and wait for its running callback
  *
  * As mtr_timer_cancel(), then waits until no callback of the timer is
- * running. From the engine's firing thread (the timer's own callback or
- * another one) it returns at once instead of deadlocking.
+ * running, and leaves the timer disarmed: an arm or move of it made while
+ * it waited, by the running callback or by another thread, is undone, as
+ * if made before the cancel. From any engine's firing thread (a callback,
+ * this engine's or another's) it does not wait: there it is
+ * mtr_timer_cancel().
  *
  * Context: any thread. The caller must not hold a lock that the callback
  * takes.
@@ -445,11 +472,12 @@ int mtr_timer_destroy(mtr_engine *engine, mtr_timer_id timer);
  * @arms: arm operations to count as done (arm order advances by this much)
  * @reuses: create/destroy cycles to count as done on every free slot
  *
- * Lets a test reach the wrap-around of arm order and slot generations in
- * microseconds instead of hours. Never needed otherwise.
+ * Lets a test reach old arm orders and the end of slot generations in
+ * microseconds instead of years. Never needed otherwise.
  *
  * Context: any thread.
- * Return: 0, or ESHUTDOWN once stopped.
+ * Return: 0; ESHUTDOWN once stopped; EOVERFLOW when arm order would pass
+ * 2^63 (arms never reach it: centuries at a billion a second).
  */
 int mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms,
     uint32_t reuses);
