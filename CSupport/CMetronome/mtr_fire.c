@@ -15,11 +15,17 @@
 #include <errno.h>
 #include <unistd.h>
 
-/* The earliest expiry, per clock, of the engine's timerfds but @state's. */
+/*
+ * When, per clock, another of the engine's timerfds needs the thread: its
+ * expiry plus the spin window, the latest time its own wake-up would fire
+ * its timer (mtr_queue_wake_target_). Earlier than that it is only early,
+ * and two spins ending each other's would trade the thread back and forth.
+ */
 static void
 mtr_engine_next_expiries_(mtr_engine *engine,
     const struct mtr_clock_state *state, int64_t limits[MTR_CLOCK_COUNT])
 {
+	int64_t spin_ns = engine->config.spin_ns;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
 		limits[c] = INT64_MAX;
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
@@ -27,8 +33,10 @@ mtr_engine_next_expiries_(mtr_engine *engine,
 			const struct mtr_clock_state *other =
 			    &engine->shards[s].clocks[c];
 			int64_t armed_ns = atomic_load(&other->armed_ns);
-			if (other != state && armed_ns < limits[c])
-				limits[c] = armed_ns;
+			int64_t limit_ns = armed_ns > INT64_MAX - spin_ns ?
+			    INT64_MAX : armed_ns + spin_ns;
+			if (other != state && limit_ns < limits[c])
+				limits[c] = limit_ns;
 		}
 	}
 }
@@ -47,13 +55,15 @@ mtr_any_passed_(const int64_t limits[MTR_CLOCK_COUNT])
 
 /*
  * Spins, unlocked, until @state's clock reads @deadline_ns; or until
- * another of the engine's timerfds expires, since the thread spinning here
- * is the one that would serve it; or until the spin is interrupted
+ * another of the engine's timerfds has a timer due, since the thread
+ * spinning here is the one that would serve it; or until the spin is
+ * interrupted
  * (mtr_engine_interrupt_spin_): the timer spun for may be gone, or a new
  * wake-up may come first. Published before the expiries are read, so that
  * a timerfd moved meanwhile either shows in them or interrupts the spin.
+ * Returns whether the deadline was reached.
  */
-static void
+static bool
 mtr_shard_spin_until_locked_(struct mtr_shard *shard,
     struct mtr_clock_state *state, int64_t deadline_ns)
 {
@@ -64,12 +74,14 @@ mtr_shard_spin_until_locked_(struct mtr_shard *shard,
 	atomic_store(&engine->spinning, state);
 	mtr_lock_give_(&shard->lock);
 	mtr_engine_next_expiries_(engine, state, limits);
-	while (mtr_clock_read_(state->set.clock) < deadline_ns &&
+	bool reached;
+	while (!(reached = mtr_clock_read_(state->set.clock) >= deadline_ns) &&
 	    atomic_load_explicit(&engine->spin_epoch, memory_order_relaxed) ==
 	    epoch && !mtr_any_passed_(limits))
 		mtr_spin_hint_();
 	atomic_store(&engine->spinning, NULL);
 	mtr_lock_take_(&shard->lock);
+	return reached;
 }
 
 /* Computes the tick of @entry, already out of the set; a repeating timer
@@ -162,9 +174,13 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 				if (deadline_ns - *now_ns >
 				    shard->engine->config.spin_ns)
 					return false;
-				mtr_shard_spin_until_locked_(shard, state,
-				    deadline_ns);
-				/* the set may have changed meanwhile */
+				/* Cut short, the pass ends: the re-arm brings
+				 * the thread back once it has served what cut
+				 * it. Reached, the set may still have changed
+				 * meanwhile. */
+				if (!mtr_shard_spin_until_locked_(shard, state,
+				    deadline_ns))
+					return false;
 				continue;
 			}
 		}
@@ -296,7 +312,10 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 
 	/* The wake-up serves every shard: each fires what is due on this
 	 * clock and re-arms for the rest, so that the shards' wake-ups
-	 * together stab all their windows as greedily as one heap's would. */
+	 * together stab all their windows as greedily as one heap's would.
+	 * Each pass is bounded (mtr_shard_next_locked_), so a shard costs a
+	 * lock round trip and a clock read here, never a wait behind a busy
+	 * one. */
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *other = &engine->shards[s];
 		if (other == shard)

@@ -49,6 +49,9 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
     case forkedChild = "forked_child"
     /// An engine's firing thread was still running after every timer and engine was dropped.
     case enginesAlive = "engines_alive_at_end"
+    /// A timer never fired: beside one that outran its period on another clock or shard, or
+    /// on an engine after a handler of it forked.
+    case starved = "starved"
     /// An `ExpiringValue` ran its expiry more than once.
     case expiredTwice = "expired_twice"
     /// An `ExpiringValue` expired although an `invalidate()` of it returned the value.
@@ -78,6 +81,7 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
         case .stall: "no progress (hang)"
         case .forkedChild: "forked child failed"
         case .enginesAlive: "engines alive at the end"
+        case .starved: "a timer that was due never fired"
         case .expiredTwice: "value expired twice"
         case .expiredAfterInvalidate: "value expired after invalidate() won"
         }

@@ -6,25 +6,33 @@ import MetronomeTestSupport
 import Synchronization
 
 /// `metronome stress`'s lifecycle faults: engines shut down and replaced while other
-/// threads operate on their timers, handlers that shut down or drop their own engine, and
-/// forked children that use the library and create engines with too few descriptors.
+/// threads operate on their timers, handlers that shut down or drop their own engine or shut
+/// down each other's, handlers that fork, a timer that outruns its period beside timers on
+/// another clock and another shard, and forked children that use the library and create
+/// engines with too few descriptors.
 ///
 /// Checked: no handler starts after `cancelAndWait()` returned; every handler context is
 /// released by the end; no engine (each names its firing thread) outlives the run; every
 /// forked child exits cleanly (a fresh shared engine fires, engine creation answers
-/// `EMFILE` or succeeds at whatever count of free descriptors). A crash is its own verdict.
+/// `EMFILE` or succeeds at whatever count of free descriptors); an engine whose handler
+/// forked still fires; the neighbours of a busy timer fire while it runs. A crash is its
+/// own verdict.
 final class StressLifecycleSubject: StressSubject {
     enum Operation: String, CaseIterable {
         case operate, shutdownEngine, handlerShutsDown, handlerDropsEngine, fork
+        case handlerForks, handlersShutDownEachOther, busyBesideNeighbours
 
         /// Out of every 100,000 operations.
         var weight: Int {
             switch self {
-            case .operate: 99_700
+            case .operate: 99_640
             case .shutdownEngine: 100
             case .handlerShutsDown: 90
             case .handlerDropsEngine: 90
             case .fork: 20
+            case .handlerForks: 10
+            case .handlersShutDownEachOther: 40
+            case .busyBesideNeighbours: 10
             }
         }
     }
@@ -56,6 +64,9 @@ final class StressLifecycleSubject: StressSubject {
     private let live = StressLiveObjects()
     private let entries = Atomic<Int>(0)
     private let forks = Atomic<Int>(0)
+    /// Timers expected to fire (after a fork in a handler, beside a busy timer) and fired.
+    private let expected = Atomic<Int>(0)
+    private let fired = Atomic<Int>(0)
     private let violations: StressViolations
     private let weights = Operation.allCases.map(\.weight)
 
@@ -76,6 +87,9 @@ final class StressLifecycleSubject: StressSubject {
         case .handlerShutsDown: self.armSelfShutdown(&random)
         case .handlerDropsEngine: self.armSelfDrop(&random)
         case .fork: self.forkChild(&random)
+        case .handlerForks: self.armForkingHandler(&random)
+        case .handlersShutDownEachOther: self.armMutualShutdown(&random)
+        case .busyBesideNeighbours: self.armBusyBesideNeighbours(&random)
         }
         return index
     }
@@ -172,6 +186,96 @@ final class StressLifecycleSubject: StressSubject {
         }
     }
 
+    /// Two engines whose handlers, due together, shut down each other's engine: neither
+    /// waits for the other's firing thread, so both return and both engines end.
+    private func armMutualShutdown(_ random: inout SplitMix64) {
+        guard let first = try? Self.makeEngine(), let second = try? Self.makeEngine() else { return }
+        let deadline = DispatchTime.now() + .microseconds(Int(random.next(below: 2_000)))
+        for (mine, other) in [(first, second), (second, first)] {
+            let holder = Holder()
+            let timer = SafeDispatchTimer(backend: .engine(mine))
+            let context = StressHandlerContext(token: 0, repeating: false, live: self.live)
+            holder.timer.withLock { $0 = timer }
+            timer.schedule(deadline: deadline) { _ in
+                withExtendedLifetime(context) {}
+                other.shutdown()
+                holder.timer.withLock { $0 = nil }
+            }
+        }
+    }
+
+    /// A handler that forks. The child, a copy of the firing thread inside the handler,
+    /// shuts down the engine it inherited from there and checks that a fresh shared engine
+    /// fires; the parent waits for it, then schedules a timer on the same engine, which
+    /// must fire.
+    private func armForkingHandler(_ random: inout SplitMix64) {
+        guard Self.canFork, let engine = try? Self.makeEngine() else { return }
+        let holder = Holder()
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        let context = StressHandlerContext(token: 0, repeating: false, live: self.live)
+        holder.timer.withLock { $0 = timer }
+        self.forks.add(1, ordering: .relaxed)
+        timer.schedule(deadline: .now() + .microseconds(Int(random.next(below: 2_000)))) { _ in
+            withExtendedLifetime(context) {}
+            let pid = fork()
+            if pid == 0 {
+                engine.shutdown()
+                _exit(Self.childBody(freeDescriptors: 8))
+            }
+            if pid > 0 { self.reap(pid) }
+            let next = SafeDispatchTimer(backend: .engine(engine))
+            holder.timer.withLock { $0 = next }
+            self.expected.add(1, ordering: .relaxed)
+            next.schedule(deadline: .now() + .milliseconds(1)) { _ in
+                self.fired.add(1, ordering: .relaxed)
+                holder.timer.withLock { $0 = nil }
+            }
+        }
+    }
+
+    /// A repeating timer whose handler outruns its 1 ms period, on a two-shard engine,
+    /// beside a one-shot on another clock and one made in the other shard: both must fire
+    /// while the busy timer runs, which stops once they have (or after 2,000 firings).
+    private func armBusyBesideNeighbours(_ random: inout SplitMix64) {
+        guard let engine = try? TimerEngine(configuration: .init(name: Self.threadName, shards: 2)) else { return }
+        let neighboursFired = Atomic<Int>(0)
+        let busy = Holder()
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        busy.timer.withLock { $0 = timer }
+        let firings = Atomic<Int>(0)
+        timer.schedule(deadline: .now(), repeating: .milliseconds(1)) { _ in
+            MonotonicTime.spin(nanoseconds: 2_000_000)
+            let count = firings.add(1, ordering: .relaxed).newValue
+            guard neighboursFired.load(ordering: .acquiring) == 2 || count >= 2_000 else { return }
+            if count >= 2_000 {
+                self.violations.record(
+                    .starved, subject: self.name, "a neighbour of a busy timer did not fire in 2,000 of its periods")
+            }
+            busy.timer.withLock { $0?.cancel() }
+            busy.timer.withLock { $0 = nil }
+        }
+        let delay = DispatchTimeInterval.microseconds(2_000 + Int(random.next(below: 3_000)))
+        let clocks: [TimerClock] = [.boottime, .monotonic]
+        for clock in clocks {
+            // The monotonic neighbour is made on a thread of its own, which takes the
+            // other shard (threads take shards in turn).
+            let make = {
+                let holder = Holder()
+                let neighbour = SafeDispatchTimer(backend: .engine(engine), clock: clock)
+                holder.timer.withLock { $0 = neighbour }
+                neighbour.schedule(deadline: .now() + delay) { _ in
+                    neighboursFired.add(1, ordering: .releasing)
+                    holder.timer.withLock { $0 = nil }
+                }
+            }
+            if clock == .boottime {
+                make()
+            } else if let thread = try? PosixThread.spawn(make) {
+                thread.join()
+            }
+        }
+    }
+
     /// ThreadSanitizer cannot start threads in the child of a multi-threaded process (its
     /// own locks may be held there), and every child here starts engines: under it, the
     /// fork operation does nothing. The unit tests fork under it while the process is calm.
@@ -186,6 +290,11 @@ final class StressLifecycleSubject: StressSubject {
         let pid = fork()
         if pid == 0 { _exit(Self.childBody(freeDescriptors: free)) }
         guard pid > 0 else { return }  // no process to spare: not the library's fault
+        self.reap(pid)
+    }
+
+    /// Waits for a forked child and records how it ended, if not cleanly.
+    private func reap(_ pid: pid_t) {
         var status: Int32 = 0
         // A child killed for its time names what its threads were doing: asleep in a futex
         // is a hang, running is a slow machine.
@@ -259,6 +368,11 @@ final class StressLifecycleSubject: StressSubject {
             let live = self.live.liveCount
             self.violations.record(
                 .liveContexts, subject: self.name, count: live, "\(live) of \(self.live.createdCount) contexts alive")
+        }
+        if !eventually(timeout: .seconds(10), { self.fired.load(ordering: .relaxed) == self.expected.load(ordering: .relaxed) }) {
+            let missing = self.expected.load(ordering: .relaxed) - self.fired.load(ordering: .relaxed)
+            self.violations.record(
+                .starved, subject: self.name, count: missing, "\(missing) timers after a fork in a handler did not fire")
         }
         if !eventually(timeout: .seconds(10), { Self.firingThreadsAlive() == 0 }) {
             let alive = Self.firingThreadsAlive()
