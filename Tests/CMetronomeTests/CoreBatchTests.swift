@@ -27,7 +27,7 @@ extension CoreContractTests {
             for (probe, deadline) in zip(probes, deadlines) {
                 try #require(probe.armOnce(at: deadline) == 0)
             }
-            try #require(Time.monotonic() < base - Time.ms, "arming overran the lead")
+            if Time.monotonic() >= base - Time.ms { try Test.cancel("arming overran the lead") }
             return (base, deadlines)
         }
 

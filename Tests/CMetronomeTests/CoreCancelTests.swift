@@ -109,28 +109,25 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
-        /// cancel_sync from the timer's own callback returns at once instead of waiting
-        /// for itself.
+        /// cancel_sync from the timer's own callback returns instead of waiting for itself,
+        /// which would never end.
         @Test(.timeLimit(.minutes(1)))
         func cancelSyncFromItsOwnCallbackReturnsAtOnce() throws {
             let engine = try Engine()
-            let results = Monitor([(rc: Int32, tookNs: Int64)]())
+            let results = Monitor([Int32]())
             let period = 2 * Time.ms
             let probe = try engine.makeTimer { callback in
-                let before = Time.monotonic()
                 let rc = callback.probe.cancelSync()
-                results.update { $0.append((rc, Time.monotonic() - before)) }
+                results.update { $0.append(rc) }
             }
             try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
-            guard results.wait(timeoutNs: 2 * Time.s, until: { !$0.isEmpty }) else {
+            guard results.wait(until: { !$0.isEmpty }) else {
                 Issue.record("cancel_sync from its own callback did not return (deadlock)")
                 engine.markDestroyed()  // joining the stuck firing thread would hang
                 return
             }
             #expect(!engine.log.wait(timeoutNs: 10 * period) { $0.firings.count > 1 }, "fired after cancel_sync")
-            let result = results.read { $0[0] }
-            #expect(result.rc == 0)
-            #expect(result.tookNs < Bounds.lateSlackNs)
+            #expect(results.read { $0 } == [0])
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
@@ -150,7 +147,7 @@ extension CoreContractTests {
             let now = Time.monotonic()
             try #require(b.armRepeating(start: now + Time.ms, period: period) == 0)
             try #require(a.armOnce(at: now + 10 * Time.ms) == 0)
-            guard results.wait(timeoutNs: 2 * Time.s, until: { !$0.isEmpty }) else {
+            guard results.wait(until: { !$0.isEmpty }) else {
                 Issue.record("cancel_sync of another timer from a callback did not return (deadlock)")
                 engine.markDestroyed()
                 return
@@ -187,7 +184,6 @@ extension CoreContractTests {
             let firings = engine.firings
             #expect(firings.count == 1)
             #expect(firings.first?.scheduled == deadline)
-            #expect((firings.first?.fired ?? 0) - deadline < Bounds.lateSlackNs)
             expectNeverEarly(firings)
             engine.destroy()
             engine.expectAllReleasedOnce()
@@ -199,17 +195,20 @@ extension CoreContractTests {
             let engine = try Engine()
             let probe = try engine.makeTimer()
             let now = Time.monotonic()
-            try #require(probe.armOnce(at: now + 10 * Time.ms) == 0)
+            let replaced = now + 10 * Time.ms
+            try #require(probe.armOnce(at: replaced) == 0)
             let deadline = now + 80 * Time.ms
             try #require(probe.armOnce(at: deadline) == 0)
+            // A stall that reached the replaced deadline before the re-arm did would make
+            // its firing right, not wrong: the test then knows nothing about it.
+            guard Time.monotonic() < replaced else { try Test.cancel("the machine stalled past the replaced deadline") }
             #expect(
                 !engine.log.wait(timeoutNs: now + 40 * Time.ms - Time.monotonic()) { !$0.firings.isEmpty },
                 "fired for the replaced deadline")
             #expect(engine.waitFirings(1))
             #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > 1 })
             let firings = engine.firings
-            #expect(firings.count == 1)
-            #expect(firings.first?.scheduled == deadline)
+            #expect(firings.map(\.scheduled) == [deadline])
             expectNeverEarly(firings)
             engine.destroy()
             engine.expectAllReleasedOnce()

@@ -33,8 +33,9 @@ extension CoreContractTests {
                 #expect(firing.clock == clock)
                 #expect(firing.timer == probes[firing.probe].id)
                 #expect(firing.missed == 0 && firing.sequence == 0)
-                #expect(firing.fired - firing.scheduled < Bounds.lateSlackNs)
             }
+            // However late a stalled machine runs them, they fire in deadline order.
+            #expect(firings.map(\.scheduled) == deadlines, "not in deadline order")
             expectNeverEarly(firings)
             #expect(engine.counters.fired == UInt64(deadlines.count))
             #expect(engine.counters.armed == 0)
@@ -115,9 +116,6 @@ extension CoreContractTests {
             #expect(probe.cancelSync() == 0)
 
             let firings = engine.firings
-            for firing in firings {
-                #expect(firing.fired <= firing.scheduled + leeway + Bounds.lateSlackNs)
-            }
             expectScheduleContract(firings, start: start, period: period)
             let missed = firings.reduce(0) { $0 + $1.missed }
             print("leeway \(leeway / Time.ms) ms: \(firings.count) firings, \(missed) periods missed")
@@ -144,7 +142,6 @@ extension CoreContractTests {
             let late = firings[0]
             #expect(late.sequence >= 2 && late.missed == late.sequence, "\(late)")
             #expect(firings[1].scheduled > late.fired, "a passed deadline fired after the late tick")
-            #expect(firings[1].fired - late.fired >= 5 * Time.ms, "two ticks back to back")
             expectScheduleContract(firings, start: start, period: period)
             engine.destroy()
             engine.expectAllReleasedOnce()
@@ -199,9 +196,7 @@ extension CoreContractTests {
             let firings = engine.firings
             #expect(firings.count == 42)
             expectNeverEarly(firings)
-            for firing in firings {
-                #expect(firing.fired - firing.scheduled < Bounds.lateSlackNs)
-            }
+            #expect(firings.map(\.scheduled) == firings.map(\.scheduled).sorted(), "not in deadline order")
             engine.destroy()
             engine.expectAllReleasedOnce()
         }
@@ -254,10 +249,7 @@ extension CoreContractTests {
                 var id: mtr_timer_id = 0
                 _ = mtr_timer_create(engine, nil, &id)
                 _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic() + 2 * Time.ms, 0)
-                Time.sleep(50 * Time.ms)
-                var counters = mtr_counters()
-                mtr_engine_get_counters(engine, &counters)
-                return counters.fired == 1 ? 0 : 204
+                return firedCount(of: engine, reaches: 1) ? 0 : 204
             }
             guard let code else { return }
             #expect(code != 200, "could not drop privileges in the child")
@@ -333,7 +325,7 @@ extension CoreContractTests {
                 var id: mtr_timer_id = 0
                 _ = mtr_timer_create(engine, nil, &id)
                 _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic() + Time.ms, 0)
-                Time.sleep(5 * Time.ms)
+                guard firedCount(of: engine, reaches: 1) else { return 253 }
                 var counters = mtr_counters()
                 mtr_engine_get_counters(engine, &counters)
                 let before = counters.wakeups
@@ -379,19 +371,20 @@ extension CoreContractTests {
         }
 
         /// A wall timer whose window has opened but whose timerfd is set for the window's
-        /// end (a 10 s leeway) fires when clock_changed re-evaluates it.
+        /// end (an hour's leeway, far beyond the test's patience) fires when clock_changed
+        /// re-evaluates it.
         @Test(.timeLimit(.minutes(1)))
         func clockChangeFiresAWallTimerThatIsDue() throws {
             let engine = try Engine()
             let probe = try engine.makeTimer()
             let deadline = Time.now(.MTR_CLOCK_REALTIME) + 5 * Time.ms
-            try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline, leeway: 10 * Time.s) == 0)
+            try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline, leeway: 3_600 * Time.s) == 0)
             // Nothing wakes the engine before the window's end...
             #expect(!engine.log.wait(timeoutNs: 30 * Time.ms) { !$0.firings.isEmpty })
             let steps = engine.counters.clock_steps
             // ...until the clock is re-evaluated.
             #expect(mtr_engine_clock_changed(engine.handle, .MTR_CLOCK_REALTIME) == 0)
-            #expect(engine.waitFirings(1, timeoutNs: 2 * Time.s))
+            #expect(engine.waitFirings(1))
             #expect(engine.counters.clock_steps >= steps + 1)
             let firings = engine.firings
             #expect(firings.count == 1)
@@ -444,12 +437,9 @@ extension CoreContractTests {
                     guard mtr_timer_arm_once(engine, id, .MTR_CLOCK_REALTIME, deadline, 0) == 0 else { return 14 }
                     Time.sleep(Time.ms)
                 }
+                _ = firedCount(of: engine, reaches: UInt64(rounds))
                 var counters = mtr_counters()
-                let giveUp = Time.monotonic() + 5 * Time.s
-                repeat {
-                    Time.sleep(Time.ms)
-                    mtr_engine_get_counters(engine, &counters)
-                } while counters.fired < rounds && Time.monotonic() < giveUp
+                mtr_engine_get_counters(engine, &counters)
                 guard counters.clock_steps >= 1 else { return 15 }
                 mtr_engine_destroy(engine)
                 guard seen[0] == rounds else { return 16 }
@@ -470,6 +460,19 @@ enum WallClock {
         clock_gettime(CLOCK_REALTIME, &now)
         return clock_settime(CLOCK_REALTIME, &now) == 0
     }
+}
+
+/// Polls the engine's fired counter until it reaches `count` or the test's patience runs
+/// out; returns whether it did. C calls only, so a forked child may call it.
+private func firedCount(of engine: OpaquePointer, reaches count: UInt64) -> Bool {
+    var counters = mtr_counters()
+    let giveUp = Time.monotonic() + Bounds.patienceNs
+    repeat {
+        mtr_engine_get_counters(engine, &counters)
+        if counters.fired >= count { return true }
+        Time.sleep(Time.ms)
+    } while Time.monotonic() < giveUp
+    return false
 }
 
 /// The schedule contract of a repeating timer, exactly, as the header states it:

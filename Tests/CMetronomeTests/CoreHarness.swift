@@ -11,7 +11,7 @@ import Synchronization
 import Testing
 
 extension Tag {
-    /// Tests that sleep on the real clocks: keep them serialized and their bounds generous.
+    /// Tests that sleep on the real clocks: keep them serialized and their waits generous.
     @Tag static var realTime: Self
 }
 
@@ -52,7 +52,7 @@ enum Time {
     static func spin(_ ns: Int64) { MonotonicTime.spin(nanoseconds: ns) }
 }
 
-/// Generous bounds for "late" checks (never for "early": that one is exact).
+/// How long a test waits for what must happen, and what slows everything down.
 enum Bounds {
     /// True when a sanitizer runtime is linked in: everything runs several times slower.
     static let sanitized = threadSanitized || linked("__asan_init")
@@ -64,11 +64,6 @@ enum Bounds {
         defer { if let me { dlclose(me) } }
         return dlsym(me, symbol) != nil
     }
-
-    /// How late a firing may land after its window closes before a test calls it wrong.
-    /// Generous: the machine is shared, and a loaded one delays the firing thread by tens
-    /// of milliseconds. Latency belongs to the benchmarks; this catches lost wake-ups.
-    static let lateSlackNs: Int64 = sanitized ? 250 * Time.ms : 100 * Time.ms
 
     /// How long to wait for something that must happen (only reached on failure).
     static let patienceNs: Int64 = 10 * Time.s

