@@ -86,8 +86,7 @@ extension CoreContractTests {
             #expect(probe.armRepeating(start: start, period: Time.ms, leeway: Time.ms) == 0)
             #expect(probe.armRepeating(start: Int64.max - 10, period: Time.ms, leeway: 10) == 0)
             #expect(probe.cancel() == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         @Test func armOnceRefusesBadDeadlines() throws {
@@ -103,12 +102,11 @@ extension CoreContractTests {
             #expect(probe.armOnce(at: 0, leeway: Int64.max) == 0)
             #expect(probe.cancel() == 0)
             #expect(engine.counters.armed == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A refused arm leaves the previous schedule in place.
-        @Test(.timeLimit(.minutes(1)), .tags(.realTime))
+        @Test(.tags(.realTime))
         func refusedArmKeepsThePreviousSchedule() throws {
             let engine = try Engine()
             let probe = try engine.makeTimer()
@@ -121,8 +119,7 @@ extension CoreContractTests {
             #expect(engine.counters.armed == 1)
             #expect(engine.waitFirings(1))
             #expect(engine.firings.first?.scheduled == deadline)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         @Test func unknownClockIsRefused() throws {
@@ -135,8 +132,7 @@ extension CoreContractTests {
             #expect(probe.armRepeating(.unknown, start: 1, period: Time.ms) == EINVAL)
             #expect(mtr_engine_clock_changed(engine.handle, .unknown) == EINVAL)
             #expect(engine.counters.clock_steps == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// mtr_clock_now reads the named clock: its value lies between two readings the test
@@ -178,8 +174,7 @@ extension CoreContractTests {
             #expect(engine.counters.timers == 1)
             #expect(live.releases.load(ordering: .acquiring) == 0)
             #expect(live.armOnce(at: far) == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
     }
 }

@@ -12,7 +12,7 @@ extension CoreContractTests {
         /// A forked child finds the parent's engine dead: every arming is refused, destroying
         /// it releases the child's copies of the contexts, and nothing it does reaches the
         /// parent, whose timer still fires. A new engine works in the child.
-        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        @Test(arguments: [UInt32(1), 4])
         func forkedChildNeverTouchesTheParentsEngine(shards: UInt32) throws {
             let engine = try Engine(shards: shards)
             let parentTimer = try engine.makeTimer()
@@ -47,15 +47,14 @@ extension CoreContractTests {
             #expect(engine.waitFirings(1), "the child moved the parent's wake-up")
             #expect(engine.firings.map(\.scheduled) == [deadline])
             expectNeverEarly(engine.firings)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A forked child that can open no descriptor still destroys the engine it inherited,
         /// releasing the contexts, and leaves the parent's timer to fire: the teardown must
         /// neither need a descriptor (libevent ends the process when `event_reinit` cannot
         /// make an epoll instance) nor touch the timerfds and epoll set the parent shares.
-        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        @Test(arguments: [UInt32(1), 4])
         func aChildOutOfDescriptorsStillDestroysTheEngineItInherited(shards: UInt32) throws {
             let engine = try Engine(shards: shards)
             let parentTimer = try engine.makeTimer()
@@ -73,16 +72,14 @@ extension CoreContractTests {
             #expect(engine.waitFirings(1), "the child disarmed the parent's wake-up")
             #expect(engine.firings.map(\.scheduled) == [deadline])
             expectNeverEarly(engine.firings)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A fork while two engines of the most shards exist: the fork handlers hold all 130
         /// of their locks at once, and the child finds both engines inherited. (Announced to
         /// ThreadSanitizer, those shard locks overflowed the 128 locks one thread may hold in
         /// its deadlock detector, which then hung the fork.)
-        @Test(.timeLimit(.minutes(1)))
-        func forkWhileTwoEnginesOfTheMostShardsExist() throws {
+        @Test func forkWhileTwoEnginesOfTheMostShardsExist() throws {
             let first = try Engine(shards: 64)
             let second = try Engine(shards: 64)
             let code = exitCodeOfChild {
@@ -99,7 +96,7 @@ extension CoreContractTests {
         /// would, frees the engine only once the drop is over: every context is released
         /// once and nothing is read after the free (AddressSanitizer reported a
         /// use-after-free here).
-        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 4])
+        @Test(arguments: [UInt32(1), 4])
         func aReleaseInAForkedChildMayDestroyTheEngineItsStopDrops(shards: UInt32) throws {
             let engine = try Engine(shards: shards)
             let probes = try engine.makeTimers(8)
@@ -114,15 +111,13 @@ extension CoreContractTests {
                 return probes.allSatisfy { $0.releases.load(ordering: .acquiring) == 1 } ? 0 : 10
             }
             #expect(code == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A fork waits while another thread holds the shared slot: the child finds it free
         /// and holding what the holder stored back, never held by a thread the child lacks.
         /// The slot's value is left as it is: it may be the Swift layer's shared engine.
-        @Test(.timeLimit(.minutes(1)))
-        func sharedSlotIsFreeInAChildForkedWhileItIsHeld() throws {
+        @Test func sharedSlotIsFreeInAChildForkedWhileItIsHeld() throws {
             let held = Atomic<Int>(0)
             let holding = Atomic<Bool>(false)
             let lettingGo = Atomic<Bool>(false)

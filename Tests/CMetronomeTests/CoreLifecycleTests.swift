@@ -12,8 +12,7 @@ extension CoreContractTests {
 
         /// Destroyed from another thread while its callback blocks: destroy does not wait,
         /// and the context is released once, after the callback returned.
-        @Test(.timeLimit(.minutes(1)))
-        func destroyTimerWhileItsCallbackRuns() throws {
+        @Test func destroyTimerWhileItsCallbackRuns() throws {
             let engine = try Engine()
             let gate = Gate()
             let probe = try engine.makeTimer { _ in gate.pass() }
@@ -35,14 +34,12 @@ extension CoreContractTests {
             let release = try #require(engine.log.read { $0.releases.first })
             #expect(release.atNs >= firing.endNs, "released before its callback returned")
             #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.releases.count > 1 })
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// Destroyed from its own callback: released once, when the callback returns; no
         /// further tick.
-        @Test(.timeLimit(.minutes(1)))
-        func destroyTimerFromItsOwnCallback() throws {
+        @Test func destroyTimerFromItsOwnCallback() throws {
             let engine = try Engine()
             let results = Monitor([(rc: Int32, releasesInside: Int)]())
             let probe = try engine.makeTimer { callback in
@@ -61,14 +58,12 @@ extension CoreContractTests {
             #expect(release.atNs >= engine.firings[2].endNs)
             expectStale(probe)
             #expect(engine.counters.timers == 0 && engine.counters.armed == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A destroyed timer is released before destroy returns (no callback running), and
         /// its id is refused from then on, even once its slot is reused.
-        @Test(.timeLimit(.minutes(1)))
-        func staleIdIsRefusedAfterDestroy() throws {
+        @Test func staleIdIsRefusedAfterDestroy() throws {
             let engine = try Engine()
             let old = try engine.makeTimer()
             try #require(old.armOnce(at: Time.monotonic() + 1 * Time.s) == 0)
@@ -87,16 +82,14 @@ extension CoreContractTests {
             #expect(engine.counters.armed == 1, "a stale id disarmed the slot's new timer")
             #expect(engine.waitFirings(1))
             #expect(engine.firings.map(\.probe) == [new.index])
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         // MARK: Engine destroy
 
         /// Engine destroy releases every context exactly once: one-shots and repeating
         /// timers armed, timers never armed, cancelled, and already destroyed.
-        @Test(.timeLimit(.minutes(1)))
-        func engineDestroyReleasesArmedAndDisarmedTimers() throws {
+        @Test func engineDestroyReleasesArmedAndDisarmedTimers() throws {
             let engine = try Engine()
             let far = Time.monotonic() + 3_600 * Time.s
             for k in 0..<60 {
@@ -127,8 +120,7 @@ extension CoreContractTests {
         /// Engine destroy from another thread while a callback blocks: it waits for the
         /// callback, fires nothing more, and releases every context once, after the
         /// callback returned.
-        @Test(.timeLimit(.minutes(1)))
-        func engineDestroyWhileACallbackRuns() throws {
+        @Test func engineDestroyWhileACallbackRuns() throws {
             let engine = try Engine()
             let started = Gate()
             let idle = try engine.makeTimer()
@@ -162,8 +154,7 @@ extension CoreContractTests {
         /// Engine destroy from inside a callback returns without tearing down, which waits
         /// for the callback to return (were it to wait for itself, it would never return);
         /// the firing thread then tears down and releases every context once.
-        @Test(.timeLimit(.minutes(1)))
-        func engineDestroyFromInsideACallback() throws {
+        @Test func engineDestroyFromInsideACallback() throws {
             let engine = try Engine()
             // What the callback saw when destroy returned: contexts released by then.
             let results = Monitor([Int]())
@@ -196,8 +187,7 @@ extension CoreContractTests {
 
         /// `mtr_engine_was_stopped` answers 0 until a stop and 1 from the stop's first release
         /// on, so that a release can tell the stop's from a destroy of its own timer's.
-        @Test(.timeLimit(.minutes(1)))
-        func wasStoppedTellsTheStopsReleasesFromADestroys() throws {
+        @Test func wasStoppedTellsTheStopsReleasesFromADestroys() throws {
             let engine = try Engine()
             let seen = Monitor([Int: Int32]())
             let far = Time.monotonic() + 3_600 * Time.s
@@ -219,8 +209,7 @@ extension CoreContractTests {
 
         /// Once destroy has begun, mtr_timer_create answers ESHUTDOWN; timers created
         /// before that are released by the teardown like the others.
-        @Test(.timeLimit(.minutes(1)))
-        func timerCreateDuringTeardownIsRefused() throws {
+        @Test func timerCreateDuringTeardownIsRefused() throws {
             let engine = try Engine()
             let started = Gate()
             let outcome = Monitor([String]())
