@@ -37,6 +37,13 @@ import Testing
         standardDeviationNanoseconds: 4_000.25
     )
 
+    /// A jitter report with no results: what every report has, and nothing more.
+    private var emptyJitterReport: Report<JitterConfiguration, JitterResult> {
+        Report(
+            command: "jitter", invocation: self.invocation, config: JitterConfiguration(), machine: self.machine,
+            results: [])
+    }
+
     private func object(_ json: String) throws -> [String: Any] {
         try #require(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
     }
@@ -126,13 +133,7 @@ import Testing
     }
 
     @Test func jsonIsPrettyPrintedWithSortedKeys() throws {
-        let report = Report(
-            command: "jitter",
-            invocation: invocation,
-            config: JitterConfiguration(),
-            machine: machine,
-            results: [JitterResult]()
-        )
+        let report = self.emptyJitterReport
         let json = try report.jsonString()
         #expect(json.contains("\n  \"command\" : \"jitter\""))
         let command = try #require(json.range(of: "\"command\""))
@@ -178,13 +179,7 @@ import Testing
     }
 
     @Test func notesMayBeAbsentWhenDecoding() throws {
-        let report = Report(
-            command: "jitter",
-            invocation: invocation,
-            config: JitterConfiguration(),
-            machine: machine,
-            results: [JitterResult]()
-        )
+        let report = self.emptyJitterReport
         var top = try object(try report.jsonString())
         top["notes"] = nil
         let data = try JSONSerialization.data(withJSONObject: top)

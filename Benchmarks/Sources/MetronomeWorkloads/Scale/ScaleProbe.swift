@@ -69,6 +69,21 @@ public enum ScaleProbe {
         base + 3_600_000_000_000 + random.next(below: 3_600_000_000_000)
     }
 
+    /// The rates of moving armed timers, the one `config.order` picks among `count` each
+    /// time: to a random ``farDeadline(_:base:)`` (`reschedule`), and to deadlines that only
+    /// move later (`later`). `move(index, deadline)`, which moves timer `index`, is what each
+    /// loop measures.
+    static func rescheduleRates(
+        _ operations: Int, among count: Int, _ config: ScaleConfiguration, base: Int64, random: inout SplitMix64,
+        move: (Int, Int64) -> Void
+    ) -> (reschedule: Double, later: Double) {
+        var picks = config.order.picks(among: count, seed: config.seed)
+        let reschedule = self.rate(operations) { _ in move(picks.next(), self.farDeadline(&random, base: base)) }
+        var later = LaterDeadlines(base: base)
+        let rescheduleLater = self.rate(operations) { _ in move(picks.next(), later.next()) }
+        return (reschedule, rescheduleLater)
+    }
+
     /// Deadlines that only move later, as an idle timeout's do when each request pushes it
     /// to now + lifetime: each one past every ``farDeadline(_:base:)`` and every earlier one.
     struct LaterDeadlines {
