@@ -22,6 +22,13 @@ public struct CoalesceConfiguration: Sendable, Codable, Equatable {
         50_000_000 + Int64(self.timers) * 25_000
     }
 
+    enum CodingKeys: String, CodingKey {
+        case timers
+        case windowNanoseconds = "window_ns"
+        case leewayNanoseconds = "leeway_ns"
+        case seed
+    }
+
     /// Creates a configuration; the defaults are 10 000 timers over 2 s with 50 ms leeway.
     public init(
         timers: Int = 10_000,
@@ -33,13 +40,6 @@ public struct CoalesceConfiguration: Sendable, Codable, Equatable {
         self.windowNanoseconds = windowNanoseconds
         self.leewayNanoseconds = leewayNanoseconds
         self.seed = seed
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case timers
-        case windowNanoseconds = "window_ns"
-        case leewayNanoseconds = "leeway_ns"
-        case seed
     }
 
     /// Checks every value is in range.

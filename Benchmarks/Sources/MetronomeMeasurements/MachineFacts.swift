@@ -31,6 +31,17 @@ public struct MachineFacts: Codable, Sendable, Equatable {
     /// (-1 for unlimited), or `nil` if it cannot be read.
     public var schedRTRuntimeMicroseconds: Int?
 
+    enum CodingKeys: String, CodingKey {
+        case kernelRelease = "kernel"
+        case cpuCount = "cpus"
+        case cpufreqGovernor = "governor"
+        case timerSlackNanoseconds = "timer_slack_ns"
+        case clocksource
+        case schedFIFOPermitted = "sched_fifo_permitted"
+        case schedFIFOReason = "sched_fifo_reason"
+        case schedRTRuntimeMicroseconds = "sched_rt_runtime_us"
+    }
+
     /// Creates facts from their fields; use ``current()`` to read them from this machine.
     public init(
         kernelRelease: String,
@@ -50,17 +61,6 @@ public struct MachineFacts: Codable, Sendable, Equatable {
         self.schedFIFOPermitted = schedFIFOPermitted
         self.schedFIFOReason = schedFIFOReason
         self.schedRTRuntimeMicroseconds = schedRTRuntimeMicroseconds
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case kernelRelease = "kernel"
-        case cpuCount = "cpus"
-        case cpufreqGovernor = "governor"
-        case timerSlackNanoseconds = "timer_slack_ns"
-        case clocksource
-        case schedFIFOPermitted = "sched_fifo_permitted"
-        case schedFIFOReason = "sched_fifo_reason"
-        case schedRTRuntimeMicroseconds = "sched_rt_runtime_us"
     }
 
     /// Reads the facts of this machine, and the timer slack of the calling thread.

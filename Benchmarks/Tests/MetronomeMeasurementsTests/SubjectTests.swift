@@ -8,6 +8,12 @@ extension RealTime {
     @Suite struct SubjectTests {
         private let config = JitterConfiguration(intervalNanoseconds: 1_000_000, samples: 200, timers: 1, warmup: 10)
 
+        /// 300 one-shots over 200 ms with 20 ms leeway.
+        private static func coalesceConfig(seed: UInt64) -> CoalesceConfiguration {
+            CoalesceConfiguration(
+                timers: 300, windowNanoseconds: 200_000_000, leewayNanoseconds: 20_000_000, seed: seed)
+        }
+
         @Test(.timeLimit(.minutes(1)))
         func dispatchTimeReadsTheMonotonicClock() {
             let before = MonotonicTime.now()
@@ -60,12 +66,7 @@ extension RealTime {
 
         @Test(.timeLimit(.minutes(1)))
         func dispatchFiresOneShotsWithinTheirWindows() throws {
-            let config = CoalesceConfiguration(
-                timers: 300,
-                windowNanoseconds: 200_000_000,
-                leewayNanoseconds: 20_000_000,
-                seed: 3
-            )
+            let config = Self.coalesceConfig(seed: 3)
             let recorder = CoalesceRecorder(timers: config.timers, leewayNanoseconds: config.leewayNanoseconds)
             _ = try DispatchSubject().run(config, deadlines: config.deadlines(), recorder: recorder)
             #expect(recorder.summary.samples == 300)
@@ -130,12 +131,7 @@ extension RealTime {
 
         @Test(.timeLimit(.minutes(1)))
         func coalesceRunnerComparesWithTheOptimum() throws {
-            let config = CoalesceConfiguration(
-                timers: 300,
-                windowNanoseconds: 200_000_000,
-                leewayNanoseconds: 20_000_000,
-                seed: 5
-            )
+            let config = Self.coalesceConfig(seed: 5)
             let results = try CoalesceRunner.run(subjects: [DispatchSubject()], config: config)
             let result = try #require(results.first)
             #expect(result.latency.samples == 300)

@@ -181,7 +181,7 @@ final class StressSchedulerPool: StressSubject {
         return StressResult(
             backend: self.name,
             seconds: seconds,
-            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            operationsByKind: self.operationsByKind(operations),
             handlerEntries: executed,
             cancelledEvents: cancelled,
             violations: self.violations.counts(subject: self.name),

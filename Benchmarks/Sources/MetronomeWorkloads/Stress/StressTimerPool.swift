@@ -358,7 +358,7 @@ final class StressTimerPool: StressSubject {
         return StressResult(
             backend: self.name,
             seconds: seconds,
-            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            operationsByKind: self.operationsByKind(operations),
             handlerEntries: entries,
             oneShotFirings: oneShots,
             repeatingTicks: entries - oneShots,
