@@ -152,7 +152,7 @@ final class StressExpiringPool: StressSubject {
             handlerEntries: ledger.reduce(0) { $0 + Int($1.expiries) },
             handlerContexts: self.live.createdCount,
             violations: self.violations.counts(subject: self.name),
-            engineCounters: StressResult.EngineCounters(counters)
+            engineCounters: counters
         )
     }
 

@@ -4,33 +4,6 @@ import MetronomeMeasurements
 
 /// One subject's row of `metronome stress`; JSON keys are part of the stable schema.
 public struct StressResult: Codable, Sendable {
-    /// An engine's counters at the end of the run.
-    public struct EngineCounters: Codable, Sendable {
-        public var wakeups: UInt64
-        public var fired: UInt64
-        public var late: UInt64
-        public var missedPeriods: UInt64
-        public var armed: UInt64
-        public var coalesced: UInt64
-        public var clockSteps: UInt64
-
-        init(_ counters: TimerEngine.Counters) {
-            self.wakeups = counters.wakeups
-            self.fired = counters.fired
-            self.late = counters.late
-            self.missedPeriods = counters.missedPeriods
-            self.armed = counters.armed
-            self.coalesced = counters.coalesced
-            self.clockSteps = counters.clockSteps
-        }
-
-        enum CodingKeys: String, CodingKey {
-            case wakeups, fired, late, armed, coalesced
-            case missedPeriods = "missed_periods"
-            case clockSteps = "clock_steps"
-        }
-    }
-
     /// A subject's name from `StressSubjects.names`, or `all` for the sum.
     public var backend: String
     public var operations: Int
@@ -54,7 +27,8 @@ public struct StressResult: Codable, Sendable {
     public var violationsTotal: Int
     /// Every invariant by its key, zeros included.
     public var violations: [String: Int]
-    public var engineCounters: EngineCounters?
+    /// The engine's counters at the end of the run, by their JSON key.
+    public var engineCounters: [String: UInt64]?
 
     init(
         backend: String,
@@ -69,7 +43,7 @@ public struct StressResult: Codable, Sendable {
         handlerContexts: Int? = nil,
         cancelledEvents: Int? = nil,
         violations: [StressInvariant: Int],
-        engineCounters: EngineCounters? = nil
+        engineCounters: TimerEngine.Counters? = nil
     ) {
         self.backend = backend
         self.operationsByKind = operationsByKind
@@ -86,7 +60,13 @@ public struct StressResult: Codable, Sendable {
         self.violations = Dictionary(
             uniqueKeysWithValues: StressInvariant.allCases.map { ($0.rawValue, violations[$0] ?? 0) })
         self.violationsTotal = violations.values.reduce(0, +)
-        self.engineCounters = engineCounters
+        self.engineCounters = engineCounters.map { counters in
+            [
+                "wakeups": counters.wakeups, "fired": counters.fired, "late": counters.late,
+                "missed_periods": counters.missedPeriods, "armed": counters.armed, "coalesced": counters.coalesced,
+                "clock_steps": counters.clockSteps,
+            ]
+        }
     }
 
     /// The sum of `results` (their shared `seconds`), as the `all` row.

@@ -185,7 +185,7 @@ final class StressSchedulerPool: StressSubject {
             handlerEntries: executed,
             cancelledEvents: cancelled,
             violations: self.violations.counts(subject: self.name),
-            engineCounters: StressResult.EngineCounters(self.engine.counters)
+            engineCounters: self.engine.counters
         )
     }
 

@@ -367,7 +367,7 @@ final class StressTimerPool: StressSubject {
             gatedEntries: self.gatedEntries.load(ordering: .relaxed),
             handlerContexts: self.live.createdCount,
             violations: self.violations.counts(subject: self.name),
-            engineCounters: counters.map(StressResult.EngineCounters.init)
+            engineCounters: counters
         )
     }
 }
