@@ -42,27 +42,6 @@ public struct MachineFacts: Codable, Sendable, Equatable {
         case schedRTRuntimeMicroseconds = "sched_rt_runtime_us"
     }
 
-    /// Creates facts from their fields; use ``current()`` to read them from this machine.
-    public init(
-        kernelRelease: String,
-        cpuCount: Int,
-        cpufreqGovernor: String,
-        timerSlackNanoseconds: Int,
-        clocksource: String,
-        schedFIFOPermitted: Bool,
-        schedFIFOReason: String,
-        schedRTRuntimeMicroseconds: Int?
-    ) {
-        self.kernelRelease = kernelRelease
-        self.cpuCount = cpuCount
-        self.cpufreqGovernor = cpufreqGovernor
-        self.timerSlackNanoseconds = timerSlackNanoseconds
-        self.clocksource = clocksource
-        self.schedFIFOPermitted = schedFIFOPermitted
-        self.schedFIFOReason = schedFIFOReason
-        self.schedRTRuntimeMicroseconds = schedRTRuntimeMicroseconds
-    }
-
     /// Reads the facts of this machine, and the timer slack of the calling thread.
     ///
     /// Starts and joins one short-lived thread to probe `SCHED_FIFO`, so the caller's own
