@@ -50,12 +50,8 @@ import Testing
 
     @Test func jitterReportHasTheStableKeysAndRoundTrips() throws {
         let result = JitterResult(
-            backend: "engine",
-            latency: latency,
-            wakeupsPerSecond: 1000.04,
-            cpuMillisecondsPer1k: 9.12345,
-            note: "engine: a remark"
-        )
+            backend: "engine", latency: latency, wakeupsPerSecond: 1000.04, cpuMillisecondsPer1k: 9.12345,
+            note: "engine: a remark")
         let report = Report(
             command: "jitter",
             invocation: invocation,
@@ -143,15 +139,8 @@ import Testing
 
     @Test func coalesceResultAddsItsKeys() throws {
         let result = CoalesceResult(
-            backend: "gcd",
-            latency: latency,
-            inWindow: 990,
-            late: 10,
-            wakeups: 400,
-            optimumWakeups: 38,
-            wakeupsPerSecond: 190.5,
-            cpuMillisecondsPer1k: 2
-        )
+            backend: "gcd", latency: latency, inWindow: 990, late: 10, wakeups: 400, optimumWakeups: 38,
+            wakeupsPerSecond: 190.5, cpuMillisecondsPer1k: 2)
         let report = Report(
             command: "coalesce", invocation: invocation, config: CoalesceConfiguration(), machine: machine,
             results: [result])
