@@ -73,8 +73,7 @@ extension CoreContractTests {
         }
 
         @Test func armRepeatingRefusesBadSchedules() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let start = Time.monotonic() + 3_600 * Time.s
             #expect(probe.armRepeating(start: start, period: 0) == EINVAL)
             #expect(probe.armRepeating(start: start, period: -Time.ms) == EINVAL)
@@ -90,8 +89,7 @@ extension CoreContractTests {
         }
 
         @Test func armOnceRefusesBadDeadlines() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             #expect(probe.armOnce(at: -1) == EINVAL)
             #expect(probe.armOnce(at: Int64.min) == EINVAL)
             #expect(probe.armOnce(at: Time.monotonic(), leeway: -1) == EINVAL)
@@ -108,8 +106,7 @@ extension CoreContractTests {
         /// A refused arm leaves the previous schedule in place.
         @Test(.tags(.realTime))
         func refusedArmKeepsThePreviousSchedule() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let deadline = Time.monotonic() + 10 * Time.ms
             try #require(probe.armOnce(at: deadline) == 0)
             #expect(probe.armOnce(at: deadline + Time.ms, leeway: -1) == EINVAL)
@@ -126,8 +123,7 @@ extension CoreContractTests {
             var now: Int64 = 42
             #expect(mtr_clock_now(.unknown, &now) == EINVAL)
             #expect(now == 42, "the out-parameter was written on failure")
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             #expect(probe.armOnce(.unknown, at: 1) == EINVAL)
             #expect(probe.armRepeating(.unknown, start: 1, period: Time.ms) == EINVAL)
             #expect(mtr_engine_clock_changed(engine.handle, .unknown) == EINVAL)

@@ -153,8 +153,7 @@ extension CoreContractTests {
 
         /// Re-armed earlier: fires once at the new deadline; the old one never fires.
         @Test func rearmEarlierFiresOnceAtTheNewDeadline() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let now = Time.monotonic()
             try #require(probe.armOnce(at: now + 50 * Time.ms) == 0)
             let deadline = now + 10 * Time.ms
@@ -169,8 +168,7 @@ extension CoreContractTests {
 
         /// Re-armed later: nothing at the old deadline, one firing at the new one.
         @Test func rearmLaterDoesNotFireAtTheOldDeadline() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let now = Time.monotonic()
             let replaced = now + 10 * Time.ms
             try #require(probe.armOnce(at: replaced) == 0)
@@ -213,8 +211,7 @@ extension CoreContractTests {
         /// Re-arming a running repeating schedule replaces it: the sequence restarts at 0
         /// on the new start, and no tick of the old schedule follows.
         @Test func rearmRepeatingRestartsTheSchedule() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let period = 2 * Time.ms
             try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
             #expect(engine.waitFirings(5))

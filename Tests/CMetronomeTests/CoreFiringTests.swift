@@ -102,8 +102,7 @@ extension CoreContractTests {
         /// and its rate.
         @Test(arguments: [0, 5 * Time.ms, 10 * Time.ms])
         func repeatingWithLeewayKeepsTheScheduleContract(leeway: Int64) throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let period = 10 * Time.ms
             let start = Time.monotonic() + 5 * Time.ms
             try #require(probe.armRepeating(start: start, period: period, leeway: leeway) == 0)
@@ -122,8 +121,7 @@ extension CoreContractTests {
         /// reporting the two before as missed, and the next one waits for +7 ms. Firing for
         /// -13 ms instead left -3 ms due, to fire back to back in the same wake-up.
         @Test func lateStartWithLeewayFiresOnceForEveryPassedDeadline() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let period = 10 * Time.ms
             let start = Time.monotonic() - 23 * Time.ms
             try #require(probe.armRepeating(start: start, period: period, leeway: 5 * Time.ms) == 0)
@@ -332,8 +330,7 @@ extension CoreContractTests {
         /// clock_changed re-evaluates the wall timers: one due in a second stays armed
         /// and does not fire early.
         @Test func clockChangeDoesNotFireAFutureWallTimerEarly() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let deadline = Time.now(.MTR_CLOCK_REALTIME) + 1 * Time.s
             try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline) == 0)
             let before = engine.counters
@@ -354,8 +351,7 @@ extension CoreContractTests {
         /// end (an hour's leeway, far beyond the test's patience) fires when clock_changed
         /// re-evaluates it.
         @Test func clockChangeFiresAWallTimerThatIsDue() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let deadline = Time.now(.MTR_CLOCK_REALTIME) + 5 * Time.ms
             try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline, leeway: 3_600 * Time.s) == 0)
             // Nothing wakes the engine before the window's end...

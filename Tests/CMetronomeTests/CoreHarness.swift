@@ -308,6 +308,12 @@ final class Engine: @unchecked Sendable {
 
     deinit { destroy() }
 
+    /// A new engine with one timer that has no action: what most contract tests start from.
+    static func withTimer() throws -> (Engine, Probe) {
+        let engine = try Engine()
+        return (engine, try engine.makeTimer())
+    }
+
     /// Creates a timer whose callback logs the firing and then runs `action`.
     /// Callable from callbacks too.
     @discardableResult

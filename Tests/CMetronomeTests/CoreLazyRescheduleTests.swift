@@ -149,8 +149,7 @@ extension CoreContractTests {
         /// once, at the earlier deadline: the earlier move re-keys at once and moves the
         /// timerfd, which was set for the first deadline, far later than the test waits.
         @Test func earlierAfterLaterFiresAtTheEarlierDeadline() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let now = Time.monotonic()
             try #require(probe.armOnce(at: now + 20 * Time.s) == 0)
             try #require(probe.armOnce(at: now + 40 * Time.s) == 0)
@@ -169,8 +168,7 @@ extension CoreContractTests {
         /// A repeating timer moved later keeps nothing of its old schedule: it fires at the
         /// new start, with sequence 0, and then on the new period.
         @Test func repeatingMovedLaterStartsItsNewSchedule() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let start = Time.monotonic() + 10 * Time.ms
             try #require(probe.armRepeating(start: start, period: 5 * Time.ms) == 0)
             let later = start + 40 * Time.ms

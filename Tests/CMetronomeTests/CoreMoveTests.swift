@@ -12,8 +12,7 @@ extension CoreContractTests {
         /// The new id names the timer from then on: its firings carry it, and the old id
         /// is stale.
         @Test func moveRenamesTheTimer() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             try #require(probe.armOnce(at: Time.monotonic() + Time.s) == 0)
             let old = probe.id
             let deadline = Time.monotonic() + 2 * Time.ms
@@ -68,8 +67,7 @@ extension CoreContractTests {
         }
 
         @Test func badMovesAreRefusedAndChangeNothing() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let id = probe.id
             let now = Time.monotonic()
             #expect(probe.move(at: now, period: -1) == EINVAL)
