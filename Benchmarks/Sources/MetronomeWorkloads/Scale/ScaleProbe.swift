@@ -5,9 +5,8 @@ import MetronomeMeasurements
 /// Measurements every subject shares: throughput of a loop, resident memory, threads.
 public enum ScaleProbe {
     /// Each rate is measured this many times and the best kept, for every backend alike:
-    /// on a shared machine noise only ever slows a run down (the same build's rates moved
-    /// by up to 1.7× from run to run), so the fastest of a few is the closest to the
-    /// code's own cost.
+    /// on a shared machine noise only ever slows a run down, so the fastest of a few is the
+    /// closest to the code's own cost.
     public static let repeats = 3
 
     /// Operations per second of `body(i)` for `i` in `0..<count`: the best of ``repeats``.
