@@ -73,8 +73,7 @@ extension CoreContractTests {
         }
 
         @Test func armRepeatingRefusesBadSchedules() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let start = Time.monotonic() + 3_600 * Time.s
             #expect(probe.armRepeating(start: start, period: 0) == EINVAL)
             #expect(probe.armRepeating(start: start, period: -Time.ms) == EINVAL)
@@ -86,13 +85,11 @@ extension CoreContractTests {
             #expect(probe.armRepeating(start: start, period: Time.ms, leeway: Time.ms) == 0)
             #expect(probe.armRepeating(start: Int64.max - 10, period: Time.ms, leeway: 10) == 0)
             #expect(probe.cancel() == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         @Test func armOnceRefusesBadDeadlines() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             #expect(probe.armOnce(at: -1) == EINVAL)
             #expect(probe.armOnce(at: Int64.min) == EINVAL)
             #expect(probe.armOnce(at: Time.monotonic(), leeway: -1) == EINVAL)
@@ -103,15 +100,13 @@ extension CoreContractTests {
             #expect(probe.armOnce(at: 0, leeway: Int64.max) == 0)
             #expect(probe.cancel() == 0)
             #expect(engine.counters.armed == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A refused arm leaves the previous schedule in place.
-        @Test(.timeLimit(.minutes(1)), .tags(.realTime))
+        @Test(.tags(.realTime))
         func refusedArmKeepsThePreviousSchedule() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let deadline = Time.monotonic() + 10 * Time.ms
             try #require(probe.armOnce(at: deadline) == 0)
             #expect(probe.armOnce(at: deadline + Time.ms, leeway: -1) == EINVAL)
@@ -121,22 +116,19 @@ extension CoreContractTests {
             #expect(engine.counters.armed == 1)
             #expect(engine.waitFirings(1))
             #expect(engine.firings.first?.scheduled == deadline)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         @Test func unknownClockIsRefused() throws {
             var now: Int64 = 42
             #expect(mtr_clock_now(.unknown, &now) == EINVAL)
             #expect(now == 42, "the out-parameter was written on failure")
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             #expect(probe.armOnce(.unknown, at: 1) == EINVAL)
             #expect(probe.armRepeating(.unknown, start: 1, period: Time.ms) == EINVAL)
             #expect(mtr_engine_clock_changed(engine.handle, .unknown) == EINVAL)
             #expect(engine.counters.clock_steps == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// mtr_clock_now reads the named clock: its value lies between two readings the test
@@ -178,8 +170,7 @@ extension CoreContractTests {
             #expect(engine.counters.timers == 1)
             #expect(live.releases.load(ordering: .acquiring) == 0)
             #expect(live.armOnce(at: far) == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
     }
 }

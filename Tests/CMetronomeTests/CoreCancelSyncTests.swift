@@ -42,7 +42,7 @@ extension CoreContractTests {
         /// The running callback re-arms (or moves) its own timer, due at once, after a
         /// cancel_sync has begun to wait for it: once cancel_sync returns the timer is
         /// disarmed and never fires again, as if the re-arm had come before the cancel.
-        @Test(.timeLimit(.minutes(1)), arguments: ReArm.allCases)
+        @Test(arguments: ReArm.allCases)
         func aReArmByTheRunningCallbackDoesNotOutliveCancelSync(_ reArm: ReArm) throws {
             let engine = try Engine()
             let waiter = Monitor(Waiter())
@@ -66,15 +66,14 @@ extension CoreContractTests {
             #expect(waiter.read { $0.result } == 0)
             #expect(engine.counters.armed == 0, "the callback's re-arm outlived cancel_sync")
             #expect(!engine.log.wait(timeoutNs: 100 * Time.ms) { $0.firings.count > 1 })
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A callback destroys its engine while another thread waits in cancel_sync for it:
         /// the waiter and the firing thread each let go of the engine as the last thing they
         /// do with it, and whichever is last frees it. Many rounds, so that both orders of
         /// their last steps occur (the sanitizer passes catch a touch after the free).
-        @Test(.timeLimit(.minutes(1)))
+        @Test
         func aCallbackDestroysItsEngineWhileCancelSyncWaits() throws {
             for _ in 0..<50 {
                 let engine = try Engine()

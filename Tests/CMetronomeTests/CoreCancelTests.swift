@@ -6,21 +6,29 @@ import Testing
 extension CoreContractTests {
     @Suite(.serialized, .tags(.realTime))
     struct Cancel {
+        /// A repeating timer whose callback spins `work` of every `period`, once it fired
+        /// `warmup` times and the test thread spun to a random point of a period.
+        static func busyTimer(
+            on engine: Engine, period: Int64, work: Int64, warmup: Int, generator: inout SplitMix64
+        ) throws -> Probe {
+            let probe = try engine.makeTimer { _ in Time.spin(work) }
+            try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
+            #expect(engine.log.wait { log in log.firings.lazy.filter { $0.probe == probe.index }.count >= warmup })
+            Time.spin(Int64.random(in: 0..<period, using: &generator))
+            return probe
+        }
+
         /// After mtr_timer_cancel returns no callback starts that the firing thread had not
         /// already committed to: every later firing was committed (fired_ns) before the
         /// cancel returned, and at most one callback runs past it.
-        @Test(.timeLimit(.minutes(1)))
-        func cancelStopsNewCallbacksAtHighRate() throws {
+        @Test func cancelStopsNewCallbacksAtHighRate() throws {
             let engine = try Engine()
             let period = 100 * Time.us
             var overlapping = 0
-            var generator = SeededGenerator(seed: 0xCA9CE1)
+            var generator = SplitMix64(seed: 0xCA9CE1)
             for trial in 0..<12 {
-                let probe = try engine.makeTimer { _ in Time.spin(60 * Time.us) }
-                try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
-                let warmup = 40 + trial * 3
-                #expect(engine.log.wait { log in log.firings.lazy.filter { $0.probe == probe.index }.count >= warmup })
-                Time.spin(Int64.random(in: 0..<period, using: &generator))  // land anywhere in a period
+                let probe = try Self.busyTimer(
+                    on: engine, period: period, work: 60 * Time.us, warmup: 40 + trial * 3, generator: &generator)
                 #expect(probe.cancel() == 0)
                 let cancelled = Time.monotonic()
                 // Give a wrongly started callback 30 periods to show up.
@@ -41,24 +49,19 @@ extension CoreContractTests {
             }
             // Not asserted: how often the cancel landed while a callback ran.
             print("cancel landed during a callback in \(overlapping) of 12 trials")
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// After mtr_timer_cancel_sync returns no callback of the timer is running, and none
         /// starts later.
-        @Test(.timeLimit(.minutes(1)))
-        func cancelSyncWaitsForTheRunningCallback() throws {
+        @Test func cancelSyncWaitsForTheRunningCallback() throws {
             let engine = try Engine()
             let period = 100 * Time.us
-            var generator = SeededGenerator(seed: 0x5CA9CE1)
+            var generator = SplitMix64(seed: 0x5CA9CE1)
             var overlapping = 0
             for trial in 0..<12 {
-                let probe = try engine.makeTimer { _ in Time.spin(50 * Time.us) }
-                try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
-                let warmup = 30 + trial * 3
-                #expect(engine.log.wait { log in log.firings.lazy.filter { $0.probe == probe.index }.count >= warmup })
-                Time.spin(Int64.random(in: 0..<period, using: &generator))  // land anywhere in a period
+                let probe = try Self.busyTimer(
+                    on: engine, period: period, work: 50 * Time.us, warmup: 30 + trial * 3, generator: &generator)
                 let calledAt = Time.monotonic()
                 #expect(probe.cancelSync() == 0)
                 let returned = Time.monotonic()
@@ -81,64 +84,41 @@ extension CoreContractTests {
                 #expect(probe.destroy() == 0)
             }
             print("cancel_sync waited for a running callback in \(overlapping) of 12 trials")
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
-        /// A repeating timer that cancels itself on its fifth tick fires exactly five times.
-        @Test(.timeLimit(.minutes(1)))
-        func cancelFromInsideTheCallback() throws {
+        /// A repeating timer that cancels itself on its fifth tick fires exactly five times,
+        /// with cancel or with cancel_sync, which returns instead of waiting for the callback
+        /// it is called from: that wait would never end.
+        @Test(arguments: [false, true])
+        func cancelFromInsideTheCallback(sync: Bool) throws {
             let engine = try Engine()
             let results = Monitor([Int32]())
             let period = 2 * Time.ms
             let probe = try engine.makeTimer { callback in
                 if callback.probe.fires.load(ordering: .relaxed) == 5 {
-                    let rc = callback.probe.cancel()
+                    let rc = sync ? callback.probe.cancelSync() : callback.probe.cancel()
                     results.update { $0.append(rc) }
                 }
             }
             try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
-            #expect(results.wait { !$0.isEmpty })
+            guard results.wait(until: { !$0.isEmpty }) else {
+                Issue.record("cancelling from its own callback did not return (deadlock)")
+                engine.markDestroyed()  // joining the stuck firing thread would hang
+                return
+            }
             #expect(!engine.log.wait(timeoutNs: 10 * period) { $0.firings.count > 5 }, "fired after cancelling itself")
             #expect(results.read { $0 } == [0])
             let firings = engine.firings
             #expect(firings.count == 5)
             #expect(zip(firings, firings.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
             #expect(engine.counters.armed == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
-        }
-
-        /// cancel_sync from the timer's own callback returns at once instead of waiting
-        /// for itself.
-        @Test(.timeLimit(.minutes(1)))
-        func cancelSyncFromItsOwnCallbackReturnsAtOnce() throws {
-            let engine = try Engine()
-            let results = Monitor([(rc: Int32, tookNs: Int64)]())
-            let period = 2 * Time.ms
-            let probe = try engine.makeTimer { callback in
-                let before = Time.monotonic()
-                let rc = callback.probe.cancelSync()
-                results.update { $0.append((rc, Time.monotonic() - before)) }
-            }
-            try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
-            guard results.wait(timeoutNs: 2 * Time.s, until: { !$0.isEmpty }) else {
-                Issue.record("cancel_sync from its own callback did not return (deadlock)")
-                engine.markDestroyed()  // joining the stuck firing thread would hang
-                return
-            }
-            #expect(!engine.log.wait(timeoutNs: 10 * period) { $0.firings.count > 1 }, "fired after cancel_sync")
-            let result = results.read { $0[0] }
-            #expect(result.rc == 0)
-            #expect(result.tookNs < Bounds.lateSlackNs)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// cancel_sync of timer B from timer A's callback (the same firing thread) returns at
         /// once, and B never fires again.
-        @Test(.timeLimit(.minutes(1)))
-        func cancelSyncFromAnotherTimersCallback() throws {
+        @Test func cancelSyncFromAnotherTimersCallback() throws {
             let engine = try Engine()
             let period = Time.ms
             let b = try engine.makeTimer()
@@ -150,7 +130,7 @@ extension CoreContractTests {
             let now = Time.monotonic()
             try #require(b.armRepeating(start: now + Time.ms, period: period) == 0)
             try #require(a.armOnce(at: now + 10 * Time.ms) == 0)
-            guard results.wait(timeoutNs: 2 * Time.s, until: { !$0.isEmpty }) else {
+            guard results.wait(until: { !$0.isEmpty }) else {
                 Issue.record("cancel_sync of another timer from a callback did not return (deadlock)")
                 engine.markDestroyed()
                 return
@@ -166,17 +146,14 @@ extension CoreContractTests {
             // one (a count of firings would depend on how late the machine ran).
             let reached = engine.firings.filter { $0.probe == b.index }.map(\.sequence).max()
             #expect((reached ?? 0) >= 8, "B did not fire up to A's deadline")
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         // MARK: Re-arm
 
         /// Re-armed earlier: fires once at the new deadline; the old one never fires.
-        @Test(.timeLimit(.minutes(1)))
-        func rearmEarlierFiresOnceAtTheNewDeadline() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+        @Test func rearmEarlierFiresOnceAtTheNewDeadline() throws {
+            let (engine, probe) = try Engine.withTimer()
             let now = Time.monotonic()
             try #require(probe.armOnce(at: now + 50 * Time.ms) == 0)
             let deadline = now + 10 * Time.ms
@@ -184,40 +161,35 @@ extension CoreContractTests {
             #expect(engine.waitFirings(1))
             // Past the old deadline, twice over.
             #expect(!engine.log.wait(timeoutNs: now + 100 * Time.ms - Time.monotonic()) { $0.firings.count > 1 })
-            let firings = engine.firings
-            #expect(firings.count == 1)
-            #expect(firings.first?.scheduled == deadline)
-            #expect((firings.first?.fired ?? 0) - deadline < Bounds.lateSlackNs)
-            expectNeverEarly(firings)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            #expect(engine.firings.map(\.scheduled) == [deadline])
+            expectNeverEarly(engine.firings)
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// Re-armed later: nothing at the old deadline, one firing at the new one.
-        @Test(.timeLimit(.minutes(1)))
-        func rearmLaterDoesNotFireAtTheOldDeadline() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+        @Test func rearmLaterDoesNotFireAtTheOldDeadline() throws {
+            let (engine, probe) = try Engine.withTimer()
             let now = Time.monotonic()
-            try #require(probe.armOnce(at: now + 10 * Time.ms) == 0)
+            let replaced = now + 10 * Time.ms
+            try #require(probe.armOnce(at: replaced) == 0)
             let deadline = now + 80 * Time.ms
             try #require(probe.armOnce(at: deadline) == 0)
+            // A stall that reached the replaced deadline before the re-arm did would make
+            // its firing right, not wrong: the test then knows nothing about it.
+            guard Time.monotonic() < replaced else { try Test.cancel("the machine stalled past the replaced deadline") }
             #expect(
                 !engine.log.wait(timeoutNs: now + 40 * Time.ms - Time.monotonic()) { !$0.firings.isEmpty },
                 "fired for the replaced deadline")
             #expect(engine.waitFirings(1))
             #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > 1 })
             let firings = engine.firings
-            #expect(firings.count == 1)
-            #expect(firings.first?.scheduled == deadline)
+            #expect(firings.map(\.scheduled) == [deadline])
             expectNeverEarly(firings)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A one-shot that re-arms itself from its callback fires for each new deadline.
-        @Test(.timeLimit(.minutes(1)))
-        func rearmFromItsOwnCallback() throws {
+        @Test func rearmFromItsOwnCallback() throws {
             let engine = try Engine()
             let results = Monitor([Int32]())
             let probe = try engine.makeTimer { callback in
@@ -233,16 +205,13 @@ extension CoreContractTests {
             #expect(firings.map(\.scheduled) == (0..<4).map { first + Int64($0) * 3 * Time.ms })
             #expect(results.read { $0 } == [0, 0, 0])
             expectNeverEarly(firings)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// Re-arming a running repeating schedule replaces it: the sequence restarts at 0
         /// on the new start, and no tick of the old schedule follows.
-        @Test(.timeLimit(.minutes(1)))
-        func rearmRepeatingRestartsTheSchedule() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+        @Test func rearmRepeatingRestartsTheSchedule() throws {
+            let (engine, probe) = try Engine.withTimer()
             let period = 2 * Time.ms
             try #require(probe.armRepeating(start: Time.monotonic() + Time.ms, period: period) == 0)
             #expect(engine.waitFirings(5))
@@ -256,8 +225,7 @@ extension CoreContractTests {
             let new = firings.filter { $0.scheduled >= newStart }
             #expect(old.allSatisfy { $0.fired < replaced }, "an old-schedule tick fired after the re-arm")
             expectScheduleContract(new, start: newStart, period: 3 * Time.ms)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
     }
 }

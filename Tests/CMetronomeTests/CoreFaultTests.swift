@@ -17,7 +17,6 @@ extension CoreContractTests {
         /// In a forked child, where no other thread opens descriptors: the engine's
         /// monotonic timerfd is closed behind its back, then a timer is armed on that clock.
         @Test(
-            .timeLimit(.minutes(1)),
             .disabled(if: Bounds.threadSanitized, "TSan does not support threads after a multi-threaded fork"))
         func aTimerfdClosedUnderTheEngineStopsItWithTheError() {
             _ = Faulting.releases.load(ordering: .relaxed)  // made here: the child runs no lazy initializer

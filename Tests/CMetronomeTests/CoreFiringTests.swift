@@ -9,7 +9,7 @@ import Testing
 extension CoreContractTests {
     @Suite(.serialized, .tags(.realTime))
     struct Firing {
-        @Test(.timeLimit(.minutes(1)), arguments: mtr_clock_id.all)
+        @Test(arguments: mtr_clock_id.all)
         func oneShotsFireOnceAndNeverEarly(clock: mtr_clock_id) throws {
             let engine = try Engine()
             let base = Time.now(clock)
@@ -33,19 +33,18 @@ extension CoreContractTests {
                 #expect(firing.clock == clock)
                 #expect(firing.timer == probes[firing.probe].id)
                 #expect(firing.missed == 0 && firing.sequence == 0)
-                #expect(firing.fired - firing.scheduled < Bounds.lateSlackNs)
             }
+            // However late a stalled machine runs them, they fire in deadline order.
+            #expect(firings.map(\.scheduled) == deadlines, "not in deadline order")
             expectNeverEarly(firings)
             #expect(engine.counters.fired == UInt64(deadlines.count))
             #expect(engine.counters.armed == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// 5,000 periods of 200 µs: every deadline is start + sequence·period exactly,
         /// whatever the firing latency was, so error never accumulates.
-        @Test(.timeLimit(.minutes(1)))
-        func repeatingScheduleHasNoDrift() throws {
+        @Test func repeatingScheduleHasNoDrift() throws {
             let engine = try Engine(expectedTimers: 5_100)
             let probe = try engine.makeTimer()
             let period = 200 * Time.us
@@ -61,15 +60,13 @@ extension CoreContractTests {
             expectScheduleContract(firings, start: start, period: period)
             #expect(counters.missed_periods == firings.reduce(0) { $0 + $1.missed })
             #expect(firings.last!.sequence >= 4_999)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A callback that overruns by 3.5 periods: deadlines k+1...k+3 pass meanwhile. The
         /// next tick stands for k+3 and reports k+1 and k+2 as missed; the tick after it is
         /// k+4: no burst of passed deadlines.
-        @Test(.timeLimit(.minutes(1)))
-        func overrunSkipsPassedDeadlinesWithoutBurst() throws {
+        @Test func overrunSkipsPassedDeadlinesWithoutBurst() throws {
             let engine = try Engine()
             let period = 10 * Time.ms
             let probe = try engine.makeTimer { callback in
@@ -98,16 +95,14 @@ extension CoreContractTests {
             #expect(after.scheduled > late.fired, "a passed deadline fired back-to-back")
             expectScheduleContract(firings, start: start, period: period)
             #expect(engine.counters.missed_periods == firings.reduce(0) { $0 + $1.missed })
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A repeating timer with leeway (0...period is allowed) keeps the schedule contract
         /// and its rate.
-        @Test(.timeLimit(.minutes(1)), arguments: [0, 5 * Time.ms, 10 * Time.ms])
+        @Test(arguments: [0, 5 * Time.ms, 10 * Time.ms])
         func repeatingWithLeewayKeepsTheScheduleContract(leeway: Int64) throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let period = 10 * Time.ms
             let start = Time.monotonic() + 5 * Time.ms
             try #require(probe.armRepeating(start: start, period: period, leeway: leeway) == 0)
@@ -115,24 +110,18 @@ extension CoreContractTests {
             #expect(probe.cancelSync() == 0)
 
             let firings = engine.firings
-            for firing in firings {
-                #expect(firing.fired <= firing.scheduled + leeway + Bounds.lateSlackNs)
-            }
             expectScheduleContract(firings, start: start, period: period)
             let missed = firings.reduce(0) { $0 + $1.missed }
             print("leeway \(leeway / Time.ms) ms: \(firings.count) firings, \(missed) periods missed")
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// Started 23 ms in the past with a 10 ms period and 5 ms leeway, the deadline at
         /// -3 ms has passed although its window is still open: the first tick stands for it,
         /// reporting the two before as missed, and the next one waits for +7 ms. Firing for
         /// -13 ms instead left -3 ms due, to fire back to back in the same wake-up.
-        @Test(.timeLimit(.minutes(1)))
-        func lateStartWithLeewayFiresOnceForEveryPassedDeadline() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+        @Test func lateStartWithLeewayFiresOnceForEveryPassedDeadline() throws {
+            let (engine, probe) = try Engine.withTimer()
             let period = 10 * Time.ms
             let start = Time.monotonic() - 23 * Time.ms
             try #require(probe.armRepeating(start: start, period: period, leeway: 5 * Time.ms) == 0)
@@ -144,16 +133,13 @@ extension CoreContractTests {
             let late = firings[0]
             #expect(late.sequence >= 2 && late.missed == late.sequence, "\(late)")
             #expect(firings[1].scheduled > late.fired, "a passed deadline fired after the late tick")
-            #expect(firings[1].fired - late.fired >= 5 * Time.ms, "two ticks back to back")
             expectScheduleContract(firings, start: start, period: period)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// counters.late counts exactly the firings later than window + late threshold: a
         /// callback that blocks the firing thread makes the timers behind it late.
-        @Test(.timeLimit(.minutes(1)))
-        func lateCounterMatchesTheTicks() throws {
+        @Test func lateCounterMatchesTheTicks() throws {
             let threshold = 2 * Time.ms
             let engine = try Engine(lateThresholdNs: threshold)
             let base = Time.monotonic() + 3 * Time.ms
@@ -172,14 +158,12 @@ extension CoreContractTests {
             #expect(late.count >= 1, "the blocked timers were not late")
             #expect(engine.counters.late == UInt64(late.count))
             expectNeverEarly(firings)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// With a spin window the firing thread wakes early and spins to the deadline:
         /// still never early.
-        @Test(.timeLimit(.minutes(1)))
-        func spinWindowNeverFiresEarly() throws {
+        @Test func spinWindowNeverFiresEarly() throws {
             let spin = 200 * Time.us
             let engine = try Engine(spinNs: spin)
             #expect(engine.info.spin_ns == spin)
@@ -199,17 +183,13 @@ extension CoreContractTests {
             let firings = engine.firings
             #expect(firings.count == 42)
             expectNeverEarly(firings)
-            for firing in firings {
-                #expect(firing.fired - firing.scheduled < Bounds.lateSlackNs)
-            }
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            #expect(firings.map(\.scheduled) == firings.map(\.scheduled).sorted(), "not in deadline order")
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// SCHED_FIFO priority 10 is granted or refused with EPERM; either way the
         /// engine reports it truthfully and works.
-        @Test(.timeLimit(.minutes(1)))
-        func realtimePriorityIsGrantedOrReported() throws {
+        @Test func realtimePriorityIsGrantedOrReported() throws {
             // What this process may do, asked of a thread of the test's own.
             let permitted = Atomic<Int32>(-1)
             try PosixThread.spawn {
@@ -229,7 +209,6 @@ extension CoreContractTests {
         /// The refusal path, whatever this process may do: a child that gave up root asks
         /// for SCHED_FIFO, is refused with EPERM, says so, and its engine still fires.
         @Test(
-            .timeLimit(.minutes(1)),
             .disabled(if: Bounds.threadSanitized, "TSan does not support threads after a multi-threaded fork"))
         func refusedRealtimePriorityIsReportedAndTheEngineWorks() throws {
             let code = exitCodeOfChild {
@@ -254,10 +233,7 @@ extension CoreContractTests {
                 var id: mtr_timer_id = 0
                 _ = mtr_timer_create(engine, nil, &id)
                 _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic() + 2 * Time.ms, 0)
-                Time.sleep(50 * Time.ms)
-                var counters = mtr_counters()
-                mtr_engine_get_counters(engine, &counters)
-                return counters.fired == 1 ? 0 : 204
+                return firedCount(of: engine, reaches: 1) ? 0 : 204
             }
             guard let code else { return }
             #expect(code != 200, "could not drop privileges in the child")
@@ -268,8 +244,7 @@ extension CoreContractTests {
             #expect(code == 0 || (200...204).contains(code), "exit code \(code)")
         }
 
-        @Test(.timeLimit(.minutes(1)))
-        func cpuAffinityIsGrantedOrReported() throws {
+        @Test func cpuAffinityIsGrantedOrReported() throws {
             let engine = try Engine(cpu: 0)
             let info = engine.info
             #expect(
@@ -296,8 +271,7 @@ extension CoreContractTests {
 
         /// An engine with nothing due sleeps: after its timers fired, the wake-up counter
         /// stands still.
-        @Test(.timeLimit(.minutes(1)))
-        func idleEngineStaysAsleep() throws {
+        @Test func idleEngineStaysAsleep() throws {
             let engine = try Engine()
             let base = Time.monotonic()
             for (k, clock) in mtr_clock_id.all.enumerated() {
@@ -311,8 +285,7 @@ extension CoreContractTests {
             engine.log.wait(timeoutNs: 50 * Time.ms) { _ in false }
             let after = engine.counters.wakeups
             #expect(after - before <= 1, "\(after - before) wake-ups in 50 ms with nothing due")
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// The same when libevent cannot use epoll (EVENT_NOEPOLL, read by libevent when a
@@ -320,7 +293,6 @@ extension CoreContractTests {
         /// engine must either not spin or refuse to start. Run in a forked child so the
         /// environment change cannot reach engines of other tests.
         @Test(
-            .timeLimit(.minutes(1)),
             .disabled(if: Bounds.threadSanitized, "TSan does not support threads after a multi-threaded fork"))
         func idleEngineStaysAsleepWithoutEpoll() throws {
             let code = exitCodeOfChild {
@@ -333,7 +305,7 @@ extension CoreContractTests {
                 var id: mtr_timer_id = 0
                 _ = mtr_timer_create(engine, nil, &id)
                 _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic() + Time.ms, 0)
-                Time.sleep(5 * Time.ms)
+                guard firedCount(of: engine, reaches: 1) else { return 253 }
                 var counters = mtr_counters()
                 mtr_engine_get_counters(engine, &counters)
                 let before = counters.wakeups
@@ -357,10 +329,8 @@ extension CoreContractTests {
 
         /// clock_changed re-evaluates the wall timers: one due in a second stays armed
         /// and does not fire early.
-        @Test(.timeLimit(.minutes(1)))
-        func clockChangeDoesNotFireAFutureWallTimerEarly() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+        @Test func clockChangeDoesNotFireAFutureWallTimerEarly() throws {
+            let (engine, probe) = try Engine.withTimer()
             let deadline = Time.now(.MTR_CLOCK_REALTIME) + 1 * Time.s
             try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline) == 0)
             let before = engine.counters
@@ -374,24 +344,22 @@ extension CoreContractTests {
             #expect(mtr_engine_clock_changed(engine.handle, .MTR_CLOCK_REALTIME) == 0)
             #expect(engine.waitFirings(1))
             expectNeverEarly(engine.firings)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A wall timer whose window has opened but whose timerfd is set for the window's
-        /// end (a 10 s leeway) fires when clock_changed re-evaluates it.
-        @Test(.timeLimit(.minutes(1)))
-        func clockChangeFiresAWallTimerThatIsDue() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+        /// end (an hour's leeway, far beyond the test's patience) fires when clock_changed
+        /// re-evaluates it.
+        @Test func clockChangeFiresAWallTimerThatIsDue() throws {
+            let (engine, probe) = try Engine.withTimer()
             let deadline = Time.now(.MTR_CLOCK_REALTIME) + 5 * Time.ms
-            try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline, leeway: 10 * Time.s) == 0)
+            try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline, leeway: 3_600 * Time.s) == 0)
             // Nothing wakes the engine before the window's end...
             #expect(!engine.log.wait(timeoutNs: 30 * Time.ms) { !$0.firings.isEmpty })
             let steps = engine.counters.clock_steps
             // ...until the clock is re-evaluated.
             #expect(mtr_engine_clock_changed(engine.handle, .MTR_CLOCK_REALTIME) == 0)
-            #expect(engine.waitFirings(1, timeoutNs: 2 * Time.s))
+            #expect(engine.waitFirings(1))
             #expect(engine.counters.clock_steps >= steps + 1)
             let firings = engine.firings
             #expect(firings.count == 1)
@@ -400,8 +368,7 @@ extension CoreContractTests {
             // The other clocks are not disturbed by a wall-clock re-evaluation.
             #expect(mtr_engine_clock_changed(engine.handle, .MTR_CLOCK_MONOTONIC) == 0)
             #expect(mtr_engine_clock_changed(engine.handle, .MTR_CLOCK_BOOTTIME) == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// Real wall-clock steps while a thread arms ever earlier wall timers: after a step
@@ -412,7 +379,7 @@ extension CoreContractTests {
         /// shards the firing thread meets it too, re-arming another shard's timerfd.
         ///
         /// In a child, with C calls only, as an abort would end the test process.
-        @Test(.timeLimit(.minutes(1)), .enabled(if: WallClock.canStep), arguments: [UInt32(1), 4])
+        @Test(.enabled(if: WallClock.canStep), arguments: [UInt32(1), 4])
         func wallClockStepsWhileArmingAreCountedNotFatal(shards: UInt32) {
             let rounds = 20
             let code = exitCodeOfChild(timeoutNs: 20 * Time.s) {
@@ -444,12 +411,9 @@ extension CoreContractTests {
                     guard mtr_timer_arm_once(engine, id, .MTR_CLOCK_REALTIME, deadline, 0) == 0 else { return 14 }
                     Time.sleep(Time.ms)
                 }
+                _ = firedCount(of: engine, reaches: UInt64(rounds))
                 var counters = mtr_counters()
-                let giveUp = Time.monotonic() + 5 * Time.s
-                repeat {
-                    Time.sleep(Time.ms)
-                    mtr_engine_get_counters(engine, &counters)
-                } while counters.fired < rounds && Time.monotonic() < giveUp
+                mtr_engine_get_counters(engine, &counters)
                 guard counters.clock_steps >= 1 else { return 15 }
                 mtr_engine_destroy(engine)
                 guard seen[0] == rounds else { return 16 }
@@ -470,6 +434,19 @@ enum WallClock {
         clock_gettime(CLOCK_REALTIME, &now)
         return clock_settime(CLOCK_REALTIME, &now) == 0
     }
+}
+
+/// Polls the engine's fired counter until it reaches `count` or the test's patience runs
+/// out; returns whether it did. C calls only, so a forked child may call it.
+private func firedCount(of engine: OpaquePointer, reaches count: UInt64) -> Bool {
+    var counters = mtr_counters()
+    let giveUp = Time.monotonic() + Bounds.patienceNs
+    repeat {
+        mtr_engine_get_counters(engine, &counters)
+        if counters.fired >= count { return true }
+        Time.sleep(Time.ms)
+    } while Time.monotonic() < giveUp
+    return false
 }
 
 /// The schedule contract of a repeating timer, exactly, as the header states it:

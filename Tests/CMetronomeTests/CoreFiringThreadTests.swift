@@ -37,7 +37,6 @@ extension CoreContractTests {
         /// thread never waits for another), both callbacks end, and every context is
         /// released once.
         @Test(
-            .timeLimit(.minutes(1)),
             arguments: [
                 (Call.destroy, Call.destroy), (.stop, .stop), (.cancelSync, .cancelSync),
                 (.destroy, .cancelSync), (.stop, .destroy),
@@ -81,7 +80,6 @@ extension CoreContractTests {
         /// for the engine's firing thread, so the engine is freed with its descriptors. In a
         /// forked child, where no other thread opens descriptors or takes the stack.
         @Test(
-            .timeLimit(.minutes(1)),
             .disabled(if: Bounds.threadSanitized, "TSan does not support threads after a multi-threaded fork"))
         func aThreadWithADeadFiringThreadsIdentityDestroysTheEngine() {
             _ = Self.firingThread  // made here: the child runs no lazy initializer
@@ -111,7 +109,7 @@ extension CoreContractTests {
 
         /// Every signal that can be blocked is blocked on a firing thread, so process signal
         /// handlers never run inside the firing loop.
-        @Test(.timeLimit(.minutes(1)))
+        @Test
         func theFiringThreadBlocksSignals() throws {
             let engine = try Engine()
             let blocked = Monitor<[Int32: Bool]>([:])

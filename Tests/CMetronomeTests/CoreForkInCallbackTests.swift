@@ -144,7 +144,7 @@ extension CoreContractTests {
         /// has armed a new earliest timer: the copy re-arms nothing, so the parent's timer
         /// fires. (Re-arming the shared timerfd for the child's own earliest timer, an hour
         /// away, would leave the parent's asleep.)
-        @Test(.timeLimit(.minutes(1)), arguments: [UInt32(1), 2])
+        @Test(arguments: [UInt32(1), 2])
         func aChildBackFromTheCallbackLeavesTheParentsTimerfdAlone(shards: UInt32) throws {
             let engine = try Forking.makeEngine(shards: shards)
             defer { mtr_engine_destroy(engine) }
@@ -168,7 +168,7 @@ extension CoreContractTests {
         /// forked: the call returns at once, and the copy of the firing thread releases every
         /// context after the callback has returned, the running one's included. (Releasing
         /// it under the callback, or freeing the engine under the copy, would break both.)
-        @Test(.timeLimit(.minutes(1)), arguments: [Forking.ChildAction.stop, .destroy], [UInt32(1), 2])
+        @Test(arguments: [Forking.ChildAction.stop, .destroy], [UInt32(1), 2])
         fileprivate func stopOrDestroyInTheChildsCallbackWaitsForItsReturn(
             action: Forking.ChildAction, shards: UInt32
         ) throws {

@@ -13,8 +13,7 @@ extension CoreContractTests {
         /// Eight threads create, arm, re-arm and cancel timers in one shard at once: no two
         /// are given one slot, and the counts the shard keeps under its lock come out exactly
         /// as the threads' own (a lost update or a torn heap would not).
-        @Test(.timeLimit(.minutes(1)))
-        func oneShardCountsEveryOperationOfManyThreads() throws {
+        @Test func oneShardCountsEveryOperationOfManyThreads() throws {
             let engine = try Engine(shards: 1)
             let handle = EngineRef(handle: engine.handle)
             let threads = 8
@@ -61,23 +60,20 @@ extension CoreContractTests {
 
         /// Four threads wait in cancel_sync for one running callback: none returns while it
         /// runs, and each returns once it ends.
-        @Test(.timeLimit(.minutes(1)))
-        func everyCancelSyncWaiterReturnsWhenTheCallbackEnds() throws {
+        @Test func everyCancelSyncWaiterReturnsWhenTheCallbackEnds() throws {
             let engine = try Engine()
             let sleepers = try CancelSyncSleepers(engine: engine, waiters: 4)
             #expect(eventually { sleepers.allAsleep })
             #expect(sleepers.returned == 0, "cancel_sync returned during the callback")
             guard sleepers.endCallbackAndJoin() else { return }
             #expect(sleepers.probe.destroy() == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A signal interrupting `cancel_sync`'s sleep does not end its wait, not even once
         /// the callback has moved its own timer (a new id, so `shard->running` is renamed):
         /// it returns when the callback ends.
-        @Test(.timeLimit(.minutes(1)))
-        func cancelSyncOutwaitsACallbackThatMovesItsTimerThroughSignals() throws {
+        @Test func cancelSyncOutwaitsACallbackThatMovesItsTimerThroughSignals() throws {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = { _ in }  // no SA_RESTART: sleeps return EINTR
             sigemptyset(&action.sa_mask)
@@ -142,8 +138,7 @@ extension CoreContractTests {
             let moved = movedTo.load(ordering: .acquiring)
             try #require(moved != 0, "the callback did not move its timer")
             #expect(mtr_timer_destroy(engine.handle, moved) == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A fork while threads sleep in cancel_sync on a running callback: the child, which
@@ -151,8 +146,7 @@ extension CoreContractTests {
         /// engine at once, releasing the context once; in the parent no waiter returns
         /// across the fork's taking of every shard lock, and all return when the callback
         /// ends.
-        @Test(.timeLimit(.minutes(1)))
-        func aChildForkedWhileCancelSyncWaitsFindsNoCallbackRunning() throws {
+        @Test func aChildForkedWhileCancelSyncWaitsFindsNoCallbackRunning() throws {
             let engine = try Engine()
             let sleepers = try CancelSyncSleepers(engine: engine, waiters: 2)
             let probe = sleepers.probe
@@ -167,8 +161,7 @@ extension CoreContractTests {
             #expect(sleepers.returned == 0, "cancel_sync returned during the callback")
             guard sleepers.endCallbackAndJoin() else { return }
             #expect(probe.destroy() == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
     }
 }

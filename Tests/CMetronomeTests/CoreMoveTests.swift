@@ -11,10 +11,8 @@ extension CoreContractTests {
     struct Move {
         /// The new id names the timer from then on: its firings carry it, and the old id
         /// is stale.
-        @Test(.timeLimit(.minutes(1)))
-        func moveRenamesTheTimer() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+        @Test func moveRenamesTheTimer() throws {
+            let (engine, probe) = try Engine.withTimer()
             try #require(probe.armOnce(at: Time.monotonic() + Time.s) == 0)
             let old = probe.id
             let deadline = Time.monotonic() + 2 * Time.ms
@@ -25,15 +23,13 @@ extension CoreContractTests {
             #expect(engine.firings.map(\.timer) == [probe.id])
             expectNeverEarly(engine.firings)
             #expect(probe.destroy() == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A callback begun before the move carries the old id; one of the new schedule, the
         /// new. A destroy by the new id while the old callback runs waits for it to return
         /// before releasing the context.
-        @Test(.timeLimit(.minutes(1)))
-        func aCallbackBegunBeforeTheMoveKeepsTheOldId() throws {
+        @Test func aCallbackBegunBeforeTheMoveKeepsTheOldId() throws {
             let engine = try Engine()
             let started = Gate()
             let proceed = Gate()
@@ -67,13 +63,11 @@ extension CoreContractTests {
             #expect(held.releases.load(ordering: .acquiring) == 0, "released while its callback runs")
             release.open()
             #expect(engine.waitAllReleased())
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         @Test func badMovesAreRefusedAndChangeNothing() throws {
-            let engine = try Engine()
-            let probe = try engine.makeTimer()
+            let (engine, probe) = try Engine.withTimer()
             let id = probe.id
             let now = Time.monotonic()
             #expect(probe.move(at: now, period: -1) == EINVAL)
@@ -85,14 +79,12 @@ extension CoreContractTests {
             #expect(mtr_timer_move(engine.handle, id &+ (1 << 33), .MTR_CLOCK_MONOTONIC, now, 0, 0, &moved) == EINVAL)
             engine.stop()
             #expect([EINVAL, ESHUTDOWN].contains(probe.move(at: now)))
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
 
         /// A timer whose slot has no names left is refused with ERANGE and keeps its old id
         /// and schedule, for its owner to destroy it and create another.
-        @Test(.timeLimit(.minutes(1)))
-        func spentNamesAreRefused() throws {
+        @Test func spentNamesAreRefused() throws {
             let engine = try Engine()
             let first = try engine.makeTimer()
             #expect(first.destroy() == 0)
@@ -105,8 +97,7 @@ extension CoreContractTests {
             #expect(last.armOnce(at: Time.monotonic()) == 0)
             #expect(engine.waitFirings(1))
             #expect(last.destroy() == 0)
-            engine.destroy()
-            engine.expectAllReleasedOnce()
+            engine.destroyAndExpectAllReleasedOnce()
         }
     }
 }

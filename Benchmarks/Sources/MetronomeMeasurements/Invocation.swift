@@ -11,19 +11,19 @@ public struct Invocation: Codable, Sendable, Equatable {
     /// When measuring ended, UTC.
     public var endedAt: Date
 
+    enum CodingKeys: String, CodingKey {
+        case toolVersion = "tool_version"
+        case commandLine = "command_line"
+        case startedAt = "started_at"
+        case endedAt = "ended_at"
+    }
+
     /// Creates an invocation from its fields.
     public init(toolVersion: String, commandLine: [String], startedAt: Date, endedAt: Date) {
         self.toolVersion = toolVersion
         self.commandLine = commandLine
         self.startedAt = startedAt
         self.endedAt = endedAt
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case toolVersion = "tool_version"
-        case commandLine = "command_line"
-        case startedAt = "started_at"
-        case endedAt = "ended_at"
     }
 
     // ISO 8601 text whatever the coder's date strategy, so any JSON reader gets UTC times.

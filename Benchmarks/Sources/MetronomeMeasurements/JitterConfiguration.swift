@@ -27,6 +27,16 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
         20_000_000 + Int64(self.timers) * 25_000
     }
 
+    enum CodingKeys: String, CodingKey {
+        case intervalNanoseconds = "interval_ns"
+        case samples
+        case timers
+        case leewayNanoseconds = "leeway_ns"
+        case handlerWorkNanoseconds = "handler_work_ns"
+        case warmup
+        case clock
+    }
+
     /// Creates a configuration; the defaults are one 1 ms timer, 10 000 samples.
     public init(
         intervalNanoseconds: Int64 = 1_000_000,
@@ -44,16 +54,6 @@ public struct JitterConfiguration: Sendable, Codable, Equatable {
         self.handlerWorkNanoseconds = handlerWorkNanoseconds
         self.warmup = warmup
         self.clock = clock
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case intervalNanoseconds = "interval_ns"
-        case samples
-        case timers
-        case leewayNanoseconds = "leeway_ns"
-        case handlerWorkNanoseconds = "handler_work_ns"
-        case warmup
-        case clock
     }
 
     /// Checks every value is in range.

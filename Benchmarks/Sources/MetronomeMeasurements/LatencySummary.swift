@@ -23,36 +23,9 @@ public struct LatencySummary: Sendable, Equatable {
     public var early: Int
     /// The mean lateness; beside the percentiles so that results compare with tools that
     /// print only a mean (cyclictest's `Avg`).
-    public var meanNanoseconds: Double
+    public var meanNanoseconds: Double = 0
     /// The standard deviation of lateness.
-    public var standardDeviationNanoseconds: Double
-
-    /// Creates a summary from its fields.
-    public init(
-        samples: Int,
-        minNanoseconds: Int64,
-        p50Nanoseconds: Int64,
-        p90Nanoseconds: Int64,
-        p99Nanoseconds: Int64,
-        p999Nanoseconds: Int64,
-        maxNanoseconds: Int64,
-        missed: Int,
-        early: Int,
-        meanNanoseconds: Double = 0,
-        standardDeviationNanoseconds: Double = 0
-    ) {
-        self.samples = samples
-        self.minNanoseconds = minNanoseconds
-        self.p50Nanoseconds = p50Nanoseconds
-        self.p90Nanoseconds = p90Nanoseconds
-        self.p99Nanoseconds = p99Nanoseconds
-        self.p999Nanoseconds = p999Nanoseconds
-        self.maxNanoseconds = maxNanoseconds
-        self.missed = missed
-        self.early = early
-        self.meanNanoseconds = meanNanoseconds
-        self.standardDeviationNanoseconds = standardDeviationNanoseconds
-    }
+    public var standardDeviationNanoseconds: Double = 0
 
     /// ``minNanoseconds`` in microseconds.
     public var minMicroseconds: Double { Self.microseconds(self.minNanoseconds) }

@@ -31,27 +31,6 @@ public struct MachineFacts: Codable, Sendable, Equatable {
     /// (-1 for unlimited), or `nil` if it cannot be read.
     public var schedRTRuntimeMicroseconds: Int?
 
-    /// Creates facts from their fields; use ``current()`` to read them from this machine.
-    public init(
-        kernelRelease: String,
-        cpuCount: Int,
-        cpufreqGovernor: String,
-        timerSlackNanoseconds: Int,
-        clocksource: String,
-        schedFIFOPermitted: Bool,
-        schedFIFOReason: String,
-        schedRTRuntimeMicroseconds: Int?
-    ) {
-        self.kernelRelease = kernelRelease
-        self.cpuCount = cpuCount
-        self.cpufreqGovernor = cpufreqGovernor
-        self.timerSlackNanoseconds = timerSlackNanoseconds
-        self.clocksource = clocksource
-        self.schedFIFOPermitted = schedFIFOPermitted
-        self.schedFIFOReason = schedFIFOReason
-        self.schedRTRuntimeMicroseconds = schedRTRuntimeMicroseconds
-    }
-
     enum CodingKeys: String, CodingKey {
         case kernelRelease = "kernel"
         case cpuCount = "cpus"

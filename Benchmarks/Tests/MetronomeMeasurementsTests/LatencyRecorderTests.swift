@@ -13,6 +13,17 @@ import Testing
         )
     }
 
+    /// Asserts the summary's sample and miss counts exactly and its largest lateness within
+    /// the histogram's precision.
+    private func expectSummary(
+        _ summary: LatencySummary, samples: Int, missed: Int, maxNanoseconds: Int64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(summary.samples == samples, sourceLocation: sourceLocation)
+        #expect(summary.missed == missed, sourceLocation: sourceLocation)
+        self.expectClose(summary.maxNanoseconds, maxNanoseconds, sourceLocation: sourceLocation)
+    }
+
     @Test func percentilesOfOneToOneThousandMicroseconds() {
         let recorder = LatencyRecorder(target: 1_000)
         for microseconds in Int64(1)...1_000 {
@@ -60,10 +71,7 @@ import Testing
         for _ in 0..<5 {
             recorder.record(scheduledNanoseconds: 0, firedNanoseconds: 2_000, missed: 0)
         }
-        let summary = recorder.summary
-        #expect(summary.samples == 5)
-        #expect(summary.missed == 0)
-        expectClose(summary.maxNanoseconds, 2_000)
+        expectSummary(recorder.summary, samples: 5, missed: 0, maxNanoseconds: 2_000)
         #expect(recorder.firings == 8)
     }
 
@@ -72,12 +80,8 @@ import Testing
         for lateness in [Int64(100), 200, 900_000, 1_000_000] {
             recorder.record(scheduledNanoseconds: 0, firedNanoseconds: lateness, missed: 1)
         }
-        let summary = recorder.summary
-        #expect(summary.samples == 2)
-        #expect(summary.missed == 2)
-        expectClose(summary.maxNanoseconds, 200)
-        #expect(recorder.firings == 4)
-        #expect(recorder.isComplete)
+        expectSummary(recorder.summary, samples: 2, missed: 2, maxNanoseconds: 200)
+        #expect(recorder.firings == 4 && recorder.isComplete)
     }
 
     @Test func mergeAddsAnotherRecordersSamplesAndCounts() {
@@ -91,13 +95,9 @@ import Testing
         total.merge(first)
         total.merge(second)
         let summary = total.summary
-        #expect(summary.samples == 4)
-        #expect(summary.missed == 3)
-        #expect(summary.early == 1)
-        #expect(summary.minNanoseconds == 0)
-        expectClose(summary.maxNanoseconds, 9_000)
-        #expect(total.firings == 4)
-        #expect(total.isComplete)
+        expectSummary(summary, samples: 4, missed: 3, maxNanoseconds: 9_000)
+        #expect(summary.early == 1 && summary.minNanoseconds == 0)
+        #expect(total.firings == 4 && total.isComplete)
     }
 
     @Test func waitTimesOutWhileIncomplete() {

@@ -37,18 +37,21 @@ import Testing
         standardDeviationNanoseconds: 4_000.25
     )
 
+    /// A jitter report with no results: what every report has, and nothing more.
+    private var emptyJitterReport: Report<JitterConfiguration, JitterResult> {
+        Report(
+            command: "jitter", invocation: self.invocation, config: JitterConfiguration(), machine: self.machine,
+            results: [])
+    }
+
     private func object(_ json: String) throws -> [String: Any] {
         try #require(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
     }
 
     @Test func jitterReportHasTheStableKeysAndRoundTrips() throws {
         let result = JitterResult(
-            backend: "engine",
-            latency: latency,
-            wakeupsPerSecond: 1000.04,
-            cpuMillisecondsPer1k: 9.12345,
-            note: "engine: a remark"
-        )
+            backend: "engine", latency: latency, wakeupsPerSecond: 1000.04, cpuMillisecondsPer1k: 9.12345,
+            note: "engine: a remark")
         let report = Report(
             command: "jitter",
             invocation: invocation,
@@ -126,13 +129,7 @@ import Testing
     }
 
     @Test func jsonIsPrettyPrintedWithSortedKeys() throws {
-        let report = Report(
-            command: "jitter",
-            invocation: invocation,
-            config: JitterConfiguration(),
-            machine: machine,
-            results: [JitterResult]()
-        )
+        let report = self.emptyJitterReport
         let json = try report.jsonString()
         #expect(json.contains("\n  \"command\" : \"jitter\""))
         let command = try #require(json.range(of: "\"command\""))
@@ -142,15 +139,8 @@ import Testing
 
     @Test func coalesceResultAddsItsKeys() throws {
         let result = CoalesceResult(
-            backend: "gcd",
-            latency: latency,
-            inWindow: 990,
-            late: 10,
-            wakeups: 400,
-            optimumWakeups: 38,
-            wakeupsPerSecond: 190.5,
-            cpuMillisecondsPer1k: 2
-        )
+            backend: "gcd", latency: latency, inWindow: 990, late: 10, wakeups: 400, optimumWakeups: 38,
+            wakeupsPerSecond: 190.5, cpuMillisecondsPer1k: 2)
         let report = Report(
             command: "coalesce", invocation: invocation, config: CoalesceConfiguration(), machine: machine,
             results: [result])
@@ -178,13 +168,7 @@ import Testing
     }
 
     @Test func notesMayBeAbsentWhenDecoding() throws {
-        let report = Report(
-            command: "jitter",
-            invocation: invocation,
-            config: JitterConfiguration(),
-            machine: machine,
-            results: [JitterResult]()
-        )
+        let report = self.emptyJitterReport
         var top = try object(try report.jsonString())
         top["notes"] = nil
         let data = try JSONSerialization.data(withJSONObject: top)

@@ -56,15 +56,10 @@ public struct CoreScaleSubject: ScaleSubject {
                 _ = mtr_timer_cancel(shared, id)
             }
         }
-        var picks = config.order.picks(among: n, seed: config.seed)
-        let reschedule = ScaleProbe.rate(ops) { _ in
-            let id = ids[picks.next()]
-            _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, ScaleProbe.farDeadline(&random, base: base), 0)
-        }
-        var later = ScaleProbe.LaterDeadlines(base: base)
-        let rescheduleLater = ScaleProbe.rate(ops) { _ in
-            let id = ids[picks.next()]
-            _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, later.next(), 0)
+        let (reschedule, rescheduleLater) = ScaleProbe.rescheduleRates(
+            ops, among: n, config, base: base, random: &random
+        ) { index, deadline in
+            _ = mtr_timer_arm_once(engine, ids[index], .MTR_CLOCK_MONOTONIC, deadline, 0)
         }
 
         // Fire phase: the same timers re-armed to fall due within the window.

@@ -32,15 +32,10 @@ public struct DispatchScaleSubject: ScaleSubject {
         let addCancel = ScaleProbe.rate(ops) { _ in
             source(deadline: ScaleProbe.farDeadline(&random, base: base)).cancel()
         }
-        var picks = config.order.picks(among: n, seed: config.seed)
-        let reschedule = ScaleProbe.rate(ops) { _ in
-            let deadline = UInt64(ScaleProbe.farDeadline(&random, base: base))
-            sources[picks.next()].schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
-        }
-        var later = ScaleProbe.LaterDeadlines(base: base)
-        let rescheduleLater = ScaleProbe.rate(ops) { _ in
-            let deadline = DispatchTime(uptimeNanoseconds: UInt64(later.next()))
-            sources[picks.next()].schedule(deadline: deadline)
+        let (reschedule, rescheduleLater) = ScaleProbe.rescheduleRates(
+            ops, among: n, config, base: base, random: &random
+        ) { index, deadline in
+            sources[index].schedule(deadline: DispatchTime(uptimeNanoseconds: UInt64(deadline)))
         }
         sources.forEach { $0.cancel() }
 

@@ -5,9 +5,8 @@ import MetronomeMeasurements
 /// Measurements every subject shares: throughput of a loop, resident memory, threads.
 public enum ScaleProbe {
     /// Each rate is measured this many times and the best kept, for every backend alike:
-    /// on a shared machine noise only ever slows a run down (the same build's rates moved
-    /// by up to 1.7× from run to run), so the fastest of a few is the closest to the
-    /// code's own cost.
+    /// on a shared machine noise only ever slows a run down, so the fastest of a few is the
+    /// closest to the code's own cost.
     public static let repeats = 3
 
     /// Operations per second of `body(i)` for `i` in `0..<count`: the best of ``repeats``.
@@ -67,6 +66,21 @@ public enum ScaleProbe {
     /// A far-future deadline (an hour or two from `base`), so nothing fires while measuring.
     static func farDeadline(_ random: inout SplitMix64, base: Int64) -> Int64 {
         base + 3_600_000_000_000 + random.next(below: 3_600_000_000_000)
+    }
+
+    /// The rates of moving armed timers, the one `config.order` picks among `count` each
+    /// time: to a random ``farDeadline(_:base:)`` (`reschedule`), and to deadlines that only
+    /// move later (`later`). `move(index, deadline)`, which moves timer `index`, is what each
+    /// loop measures.
+    static func rescheduleRates(
+        _ operations: Int, among count: Int, _ config: ScaleConfiguration, base: Int64, random: inout SplitMix64,
+        move: (Int, Int64) -> Void
+    ) -> (reschedule: Double, later: Double) {
+        var picks = config.order.picks(among: count, seed: config.seed)
+        let reschedule = self.rate(operations) { _ in move(picks.next(), self.farDeadline(&random, base: base)) }
+        var later = LaterDeadlines(base: base)
+        let rescheduleLater = self.rate(operations) { _ in move(picks.next(), later.next()) }
+        return (reschedule, rescheduleLater)
     }
 
     /// Deadlines that only move later, as an idle timeout's do when each request pushes it

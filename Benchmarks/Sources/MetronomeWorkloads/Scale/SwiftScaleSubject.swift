@@ -47,15 +47,10 @@ public struct SwiftScaleSubject: ScaleSubject {
                 timer.cancel()
             }
         }
-        var picks = config.order.picks(among: n, seed: config.seed)
-        let reschedule = ScaleProbe.rate(ops) { _ in
-            let deadline = UInt64(ScaleProbe.farDeadline(&random, base: base))
-            timers[picks.next()].reschedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
-        }
-        var later = ScaleProbe.LaterDeadlines(base: base)
-        let rescheduleLater = ScaleProbe.rate(ops) { _ in
-            let deadline = DispatchTime(uptimeNanoseconds: UInt64(later.next()))
-            timers[picks.next()].reschedule(deadline: deadline)
+        let (reschedule, rescheduleLater) = ScaleProbe.rescheduleRates(
+            ops, among: n, config, base: base, random: &random
+        ) { index, deadline in
+            timers[index].reschedule(deadline: DispatchTime(uptimeNanoseconds: UInt64(deadline)))
         }
 
         let first = ScaleProbe.fireStart(timers: n, armingRate: min(addCancel, reschedule))

@@ -148,11 +148,11 @@ final class StressExpiringPool: StressSubject {
         return StressResult(
             backend: self.name,
             seconds: seconds,
-            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            operationsByKind: self.operationsByKind(operations),
             handlerEntries: ledger.reduce(0) { $0 + Int($1.expiries) },
             handlerContexts: self.live.createdCount,
             violations: self.violations.counts(subject: self.name),
-            engineCounters: StressResult.EngineCounters(counters)
+            engineCounters: counters
         )
     }
 

@@ -381,7 +381,7 @@ final class StressLifecycleSubject: StressSubject {
         return StressResult(
             backend: self.name,
             seconds: seconds,
-            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            operationsByKind: self.operationsByKind(operations),
             handlerEntries: self.entries.load(ordering: .relaxed),
             handlerContexts: self.live.createdCount,
             violations: self.violations.counts(subject: self.name)

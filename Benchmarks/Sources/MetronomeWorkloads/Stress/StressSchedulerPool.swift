@@ -181,11 +181,11 @@ final class StressSchedulerPool: StressSubject {
         return StressResult(
             backend: self.name,
             seconds: seconds,
-            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            operationsByKind: self.operationsByKind(operations),
             handlerEntries: executed,
             cancelledEvents: cancelled,
             violations: self.violations.counts(subject: self.name),
-            engineCounters: StressResult.EngineCounters(self.engine.counters)
+            engineCounters: self.engine.counters
         )
     }
 

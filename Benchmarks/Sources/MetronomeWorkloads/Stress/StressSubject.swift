@@ -22,6 +22,13 @@ public protocol StressSubject: Sendable {
     func finish(operations: [Int], seconds: Double) -> StressResult
 }
 
+extension StressSubject {
+    /// How many of each operation the threads performed, by the operation's name.
+    func operationsByKind(_ operations: [Int]) -> [String: Int] {
+        Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations))
+    }
+}
+
 extension SplitMix64 {
     /// An index drawn with the given weights.
     mutating func pick(weights: [Int], total: Int) -> Int {

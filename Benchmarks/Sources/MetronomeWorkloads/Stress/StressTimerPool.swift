@@ -358,7 +358,7 @@ final class StressTimerPool: StressSubject {
         return StressResult(
             backend: self.name,
             seconds: seconds,
-            operationsByKind: Dictionary(uniqueKeysWithValues: zip(self.operationNames, operations)),
+            operationsByKind: self.operationsByKind(operations),
             handlerEntries: entries,
             oneShotFirings: oneShots,
             repeatingTicks: entries - oneShots,
@@ -367,7 +367,7 @@ final class StressTimerPool: StressSubject {
             gatedEntries: self.gatedEntries.load(ordering: .relaxed),
             handlerContexts: self.live.createdCount,
             violations: self.violations.counts(subject: self.name),
-            engineCounters: counters.map(StressResult.EngineCounters.init)
+            engineCounters: counters
         )
     }
 }

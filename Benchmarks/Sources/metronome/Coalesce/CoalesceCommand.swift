@@ -60,16 +60,12 @@ struct CoalesceCommand: ParsableCommand {
         let notes = CoalesceRunner.notes(config: config, load: self.load, results: results)
         let report = Report(
             command: "coalesce", invocation: .finished(startedAt: startedAt),
-            config: CoalesceSettings(measurement: config, load: self.load, backends: subjects.map(\.name)),
+            config: RunSettings(
+                measurement: config, command: CoalesceSettings(load: self.load, backends: subjects.map(\.name))),
             machine: .current(), results: results, notes: notes)
-        if self.json {
-            print(try report.jsonString())
-        } else {
-            Terminal.printHeader(
-                report.machine,
-                config: "\(self.timers) timers over \(self.window) ms, leeway \(self.leeway) ms, load \(self.load)")
-            print(ResultTable.coalesce(results))
-            notes.forEach { print("note: \($0)") }
-        }
+        try Terminal.show(
+            report, json: self.json,
+            settings: "\(self.timers) timers over \(self.window) ms, leeway \(self.leeway) ms, load \(self.load)",
+            tables: [ResultTable.coalesce(results)])
     }
 }

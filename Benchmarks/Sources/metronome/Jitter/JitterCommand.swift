@@ -285,7 +285,7 @@ struct JitterCommand: ParsableCommand {
             + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
             + results.compactMap { Self.threadNote($0, unit: unit) }
         let settings = JitterSettings(
-            measurement: config, load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
+            load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
             threads: measuringCPUs?.count ?? 1, affinity: Self.pinned(measuringCPUs), smp: self.smp,
             spinNanoseconds: OptionConversion.nanoseconds(self.spin, nanosecondsPerUnit: 1_000),
             policy: self.policy, priority: self.effectivePriority, hgrmDirectory: self.hgrm,
@@ -293,21 +293,17 @@ struct JitterCommand: ParsableCommand {
             dmaLatencyHeld: controls.dmaLatencyHeld,
             breaktraceNanoseconds: self.breaktrace.map { OptionConversion.nanoseconds($0, nanosecondsPerUnit: 1_000) })
         let report = Report(
-            command: "jitter", invocation: .finished(startedAt: startedAt), config: settings, machine: .current(),
+            command: "jitter", invocation: .finished(startedAt: startedAt),
+            config: RunSettings(measurement: config, command: settings), machine: .current(),
             results: results, notes: allNotes)
-        if self.json {
-            print(try report.jsonString())
-        } else {
-            let threads = measuringCPUs.map { cpus in
-                ", \(cpus.count) thread(s)" + (Self.pinned(cpus).map { " on CPUs \(CPUList($0))" } ?? "")
-            }
-            Terminal.printHeader(
-                report.machine,
-                config: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s)\(threads ?? ""), "
-                    + "leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds")
-            print(ResultTable.jitter(results, unit: unit))
-            allNotes.forEach { print("note: \($0)") }
+        let threads = measuringCPUs.map { cpus in
+            ", \(cpus.count) thread(s)" + (Self.pinned(cpus).map { " on CPUs \(CPUList($0))" } ?? "")
         }
+        try Terminal.show(
+            report, json: self.json,
+            settings: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s)\(threads ?? ""), "
+                + "leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds",
+            tables: [ResultTable.jitter(results, unit: unit)])
     }
 
     /// Each thread's worst case, as cyclictest prints a `Max` per thread.

@@ -106,14 +106,10 @@ struct ScaleCommand: ParsableCommand {
         let report = Report(
             command: "scale", invocation: .finished(startedAt: startedAt), config: config, machine: .current(),
             results: results, notes: notes)
-        if self.json {
-            print(try report.jsonString())
-        } else {
-            Terminal.printHeader(
-                report.machine, config: "\(self.timers) timers (gcd \(self.gcdTimers)), \(self.operations) operations")
-            print(Self.table(results))
-            notes.forEach { print("note: \($0)") }
-        }
+        try Terminal.show(
+            report, json: self.json,
+            settings: "\(self.timers) timers (gcd \(self.gcdTimers)), \(self.operations) operations",
+            tables: [Self.table(results)])
     }
 
     static func table(_ results: [ScaleResult]) -> String {

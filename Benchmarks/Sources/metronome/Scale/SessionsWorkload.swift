@@ -55,14 +55,10 @@ struct SessionsWorkload {
         let report = Report(
             command: "scale", invocation: .finished(startedAt: startedAt), config: self.config, machine: .current(),
             results: results, notes: notes)
-        if json {
-            print(try report.jsonString())
-        } else {
-            Terminal.printHeader(
-                report.machine, config: "sessions: \(self.config.values) values, \(self.config.operations) touches")
-            print(Self.table(results))
-            notes.forEach { print("note: \($0)") }
-        }
+        try Terminal.show(
+            report, json: json,
+            settings: "sessions: \(self.config.values) values, \(self.config.operations) touches",
+            tables: [Self.table(results)])
     }
 
     static func table(_ results: [SessionsResult]) -> String {

@@ -12,9 +12,20 @@ enum Terminal {
         }
     }
 
-    static func printHeader(_ machine: MachineFacts, config: String) {
-        machine.summaryLines.forEach { print($0) }
-        print(config)
+    /// Prints a finished run: its report as JSON, or the machine, a line of the run's
+    /// settings, the tables and the report's notes.
+    static func show<Configuration, Result>(
+        _ report: Report<Configuration, Result>, json: Bool, settings: @autoclosure () -> String,
+        tables: @autoclosure () -> [String]
+    ) throws {
+        guard !json else {
+            print(try report.jsonString())
+            return
+        }
+        report.machine.summaryLines.forEach { print($0) }
+        print(settings())
         print()
+        tables().forEach { print($0) }
+        report.notes.forEach { print("note: \($0)") }
     }
 }

@@ -94,20 +94,13 @@ struct StressCommand: ParsableCommand {
         let report = Report(
             command: "stress", invocation: .finished(startedAt: startedAt), config: config, machine: machine,
             results: results, notes: notes)
-        if self.json {
-            print(try report.jsonString())
-        } else {
-            let budget = [seconds.map { "\($0) s" }, self.ops.map { "\($0) operations" }].compactMap { $0 }.joined(
-                separator: " or ")
-            Terminal.printHeader(
-                machine,
-                config:
-                    "\(self.threads) threads, \(budget), load \(load), \(self.timers) timers per pool, seed \(self.seed), ran \(String(format: "%.1f", elapsed)) s"
-            )
-            print(StressTable.summary(results))
-            print(StressTable.violations(results))
-            notes.forEach { print("note: \($0)") }
-        }
+        let budget = [seconds.map { "\($0) s" }, self.ops.map { "\($0) operations" }].compactMap { $0 }.joined(
+            separator: " or ")
+        try Terminal.show(
+            report, json: self.json,
+            settings:
+                "\(self.threads) threads, \(budget), load \(load), \(self.timers) timers per pool, seed \(self.seed), ran \(String(format: "%.1f", elapsed)) s",
+            tables: [StressTable.summary(results), StressTable.violations(results)])
         if results.last!.violationsTotal > 0 { throw ExitCode(1) }
     }
 }

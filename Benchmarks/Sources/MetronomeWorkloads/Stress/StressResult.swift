@@ -4,33 +4,6 @@ import MetronomeMeasurements
 
 /// One subject's row of `metronome stress`; JSON keys are part of the stable schema.
 public struct StressResult: Codable, Sendable {
-    /// An engine's counters at the end of the run.
-    public struct EngineCounters: Codable, Sendable {
-        public var wakeups: UInt64
-        public var fired: UInt64
-        public var late: UInt64
-        public var missedPeriods: UInt64
-        public var armed: UInt64
-        public var coalesced: UInt64
-        public var clockSteps: UInt64
-
-        init(_ counters: TimerEngine.Counters) {
-            self.wakeups = counters.wakeups
-            self.fired = counters.fired
-            self.late = counters.late
-            self.missedPeriods = counters.missedPeriods
-            self.armed = counters.armed
-            self.coalesced = counters.coalesced
-            self.clockSteps = counters.clockSteps
-        }
-
-        enum CodingKeys: String, CodingKey {
-            case wakeups, fired, late, armed, coalesced
-            case missedPeriods = "missed_periods"
-            case clockSteps = "clock_steps"
-        }
-    }
-
     /// A subject's name from `StressSubjects.names`, or `all` for the sum.
     public var backend: String
     public var operations: Int
@@ -54,7 +27,8 @@ public struct StressResult: Codable, Sendable {
     public var violationsTotal: Int
     /// Every invariant by its key, zeros included.
     public var violations: [String: Int]
-    public var engineCounters: EngineCounters?
+    /// The engine's counters at the end of the run, by their JSON key.
+    public var engineCounters: [String: UInt64]?
 
     init(
         backend: String,
@@ -69,7 +43,7 @@ public struct StressResult: Codable, Sendable {
         handlerContexts: Int? = nil,
         cancelledEvents: Int? = nil,
         violations: [StressInvariant: Int],
-        engineCounters: EngineCounters? = nil
+        engineCounters: TimerEngine.Counters? = nil
     ) {
         self.backend = backend
         self.operationsByKind = operationsByKind
@@ -86,7 +60,13 @@ public struct StressResult: Codable, Sendable {
         self.violations = Dictionary(
             uniqueKeysWithValues: StressInvariant.allCases.map { ($0.rawValue, violations[$0] ?? 0) })
         self.violationsTotal = violations.values.reduce(0, +)
-        self.engineCounters = engineCounters
+        self.engineCounters = engineCounters.map { counters in
+            [
+                "wakeups": counters.wakeups, "fired": counters.fired, "late": counters.late,
+                "missed_periods": counters.missedPeriods, "armed": counters.armed, "coalesced": counters.coalesced,
+                "clock_steps": counters.clockSteps,
+            ]
+        }
     }
 
     /// The sum of `results` (their shared `seconds`), as the `all` row.
@@ -120,67 +100,5 @@ public struct StressResult: Codable, Sendable {
         case cancelledEvents = "cancelled_events"
         case violationsTotal = "violations_total"
         case engineCounters = "engine_counters"
-    }
-}
-
-/// The settings of a stress run, echoed in its JSON.
-public struct StressConfiguration: Codable, Sendable {
-    public var threads: Int
-    public var durationSeconds: Double?
-    public var operations: Int?
-    public var load: Int
-    public var timers: Int
-    public var backends: [String]
-    public var seed: UInt64
-
-    public init(
-        threads: Int, durationSeconds: Double?, operations: Int?, load: Int, timers: Int, backends: [String],
-        seed: UInt64
-    ) {
-        self.threads = threads
-        self.durationSeconds = durationSeconds
-        self.operations = operations
-        self.load = load
-        self.timers = timers
-        self.backends = backends
-        self.seed = seed
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case threads, operations, load, timers, backends, seed
-        case durationSeconds = "duration_s"
-    }
-}
-
-/// The tables `metronome stress` prints.
-public enum StressTable {
-    /// Throughput and activity, one row per subject and the total.
-    public static func summary(_ results: [StressResult]) -> String {
-        let header = [
-            "backend", "operations", "ops/s", "handlers", "one-shots", "ticks", "missed", "self-ops", "gated",
-            "violations",
-        ]
-        func text(_ value: Int?) -> String { value.map { "\($0)" } ?? "–" }
-        let rows = results.map { result -> [String] in
-            let rate: String = String(format: "%.0f", result.operationsPerSecond)
-            var row: [String] = [result.backend, "\(result.operations)", rate, "\(result.handlerEntries)"]
-            row.append(text(result.oneShotFirings))
-            row.append(text(result.repeatingTicks))
-            row.append(text(result.missedPeriods))
-            row.append(text(result.handlerSelfOperations))
-            row.append(text(result.gatedEntries))
-            row.append("\(result.violationsTotal)")
-            return row
-        }
-        return ResultTable.render(header: header, rows: rows)
-    }
-
-    /// One row per invariant, one column per subject.
-    public static func violations(_ results: [StressResult]) -> String {
-        let header = ["invariant"] + results.map(\.backend)
-        let rows = StressInvariant.allCases.map { invariant in
-            [invariant.summary] + results.map { "\($0.violations[invariant.rawValue] ?? 0)" }
-        }
-        return ResultTable.render(header: header, rows: rows)
     }
 }

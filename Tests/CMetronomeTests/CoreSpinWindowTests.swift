@@ -1,0 +1,86 @@
+// The spin window of the C core: bounded by configuration, and cut short by an earlier
+// timer or a stop.
+import CMetronome
+import Glibc
+import Testing
+
+extension CoreContractTests {
+    @Suite(.serialized, .tags(.realTime))
+    struct SpinWindow {
+        /// The spin window is bounded: above MTR_SPIN_MAX_NS the configuration is refused,
+        /// naming the setting.
+        @Test func spinWindowAboveTheBoundIsRefused() throws {
+            var config = mtr_engine_config()
+            mtr_engine_config_init(&config)
+            config.on_fire = { _, _ in }
+            var setting = mtr_engine_setting.MTR_SETTING_NONE
+            config.spin_ns = Int64(MTR_SPIN_MAX_NS)
+            #expect(mtr_engine_config_check(&config, &setting) == 0 && setting == .MTR_SETTING_NONE)
+            for spin in [Int64(MTR_SPIN_MAX_NS) + 1, 2 * Time.s, .max, -1] {
+                config.spin_ns = spin
+                #expect(mtr_engine_config_check(&config, &setting) == EINVAL && setting == .MTR_SETTING_SPIN)
+                var handle: OpaquePointer?
+                #expect(mtr_engine_create(&config, &handle) == EINVAL && handle == nil)
+            }
+        }
+
+        /// A timer armed while the engine spins for a later one, with an earlier deadline,
+        /// ends the spin: it fires before the later timer's deadline, not after it.
+        @Test func anEarlierTimerEndsASpin() throws {
+            let spin = Int64(MTR_SPIN_MAX_NS)
+            var results: [(earlierFired: Int64, laterDeadline: Int64)] = []
+            // A trial counts only if the test thread armed the earlier timer inside the spin
+            // and ahead of the later deadline; a stalled machine retries.
+            for _ in 0..<200 where results.count < 3 {
+                let engine = try Engine(spinNs: spin)
+                let later = try engine.makeTimer()
+                let earlier = try engine.makeTimer()
+                let laterDeadline = Time.monotonic() + 20 * Time.ms
+                try #require(later.armOnce(at: laterDeadline) == 0)
+                // A sleep overshoots by more than the spin lasts: sleep short, spin the rest.
+                Time.sleep(laterDeadline - 5 * Time.ms - Time.monotonic())
+                Time.spin(laterDeadline - spin / 2 - Time.monotonic())
+                let earlierDeadline = Time.monotonic() + 50 * Time.us
+                guard earlierDeadline < laterDeadline - spin / 4, engine.firings.isEmpty else { continue }
+                try #require(earlier.armOnce(at: earlierDeadline) == 0)
+                #expect(engine.waitFirings(2))
+                let first = try #require(engine.firings.first { $0.probe == earlier.index })
+                results.append((first.fired, laterDeadline))
+                engine.destroyAndExpectAllReleasedOnce()
+            }
+            if results.isEmpty { try Test.cancel("the machine never let the test arm inside a spin") }
+            // Without the interruption no trial can pass; a preempted firing thread can fail
+            // one, so one is enough.
+            #expect(
+                results.contains { $0.earlierFired < $0.laterDeadline },
+                "the spin did not notice the earlier timer: \(results.map { ($0.earlierFired - $0.laterDeadline) / Time.us }) µs past the later deadline"
+            )
+        }
+
+        /// A stop during a spin ends it at once: stop returns before the deadline spun for.
+        @Test func stopEndsASpin() throws {
+            let spin = Int64(MTR_SPIN_MAX_NS)
+            var trials = 0
+            var endedEarly = 0
+            for _ in 0..<200 where endedEarly == 0 {
+                let engine = try Engine(spinNs: spin)
+                let probe = try engine.makeTimer()
+                let deadline = Time.monotonic() + 10 * Time.ms
+                try #require(probe.armOnce(at: deadline) == 0)
+                Time.sleep(deadline - 5 * Time.ms - Time.monotonic())
+                Time.spin(deadline - spin / 2 - Time.monotonic())
+                // Counts only if the firing thread is spinning now: woken once, not yet due.
+                if engine.counters.wakeups == 1, Time.monotonic() < deadline - spin / 4 {
+                    trials += 1
+                    engine.stop()
+                    if Time.monotonic() < deadline { endedEarly += 1 }
+                }
+                engine.stop()
+                #expect(engine.firings.allSatisfy { $0.fired >= deadline })
+                engine.destroyAndExpectAllReleasedOnce()
+            }
+            if trials == 0 { try Test.cancel("the machine never let the test stop inside a spin") }
+            #expect(endedEarly > 0, "stop waited for the spin to reach the deadline (\(trials) trials)")
+        }
+    }
+}
