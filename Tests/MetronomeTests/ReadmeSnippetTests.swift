@@ -1,6 +1,6 @@
 // swift-format-ignore-file
-// Its blocks are the README's and the articles' code, line for line
-// (DocumentationSnippetTests), laid out as the reader sees them.
+// Its blocks are the README's code, line for line (DocumentationSnippetTests), laid out
+// as the reader sees them.
 @preconcurrency import Dispatch
 import MetronomeTesting
 import Testing
