@@ -1,6 +1,6 @@
 // swift-format-ignore-file
-// Its blocks are the README's and the articles' code, line for line
-// (DocumentationSnippetTests), laid out as the reader sees them.
+// Its blocks are the DocC articles' code, line for line (DocumentationSnippetTests), laid
+// out as the reader sees them.
 @preconcurrency import Dispatch
 import Testing
 
@@ -185,5 +185,20 @@ struct ArticleSnippetTests {
         timeline.advance(by: .seconds(30))
         try await sleeper.value                                  // returned without waiting 30 s
         #expect(timeline.armedCount == 0)
+    }
+
+    /// The oracle example, on a timer in each state.
+    @Test(arguments: TimerContract.states)
+    func contractAsOracle(state: SafeDispatchTimer.State) {
+        let timeline = ManualTimeline()
+        let timer = SafeDispatchTimer(backend: .custom(timeline))
+        if state != .idle { timer.schedule(after: .seconds(1), every: .seconds(1)) { _ in } }
+        if state == .suspended { timer.suspend() }
+        if state == .cancelled { timer.cancel() }
+        let before = timer.state
+        let accepted = timer.suspend()
+        let expected = TimerContract.outcome(of: .suspend, in: before)
+        #expect(accepted == expected.accepted && timer.state == expected.state)
+        #expect(before == state)
     }
 }

@@ -1,6 +1,6 @@
 // swift-format-ignore-file
-// Its blocks are the README's and the articles' code, line for line
-// (DocumentationSnippetTests), laid out as the reader sees them.
+// Its blocks are the README's code, line for line (DocumentationSnippetTests), laid out
+// as the reader sees them.
 @preconcurrency import Dispatch
 import MetronomeTesting
 import Testing
@@ -58,7 +58,9 @@ struct ReadmeSnippetTests {
         #expect(dropped == nil)
     }
 
-    /// Real time, but nothing is waited for: every timer is cancelled long before it fires.
+    /// The README's "Deadlines and leeway" block, then its "Other clocks, GCD, engines of your
+    /// own" block. Real time, but nothing is waited for: every timer is cancelled long before
+    /// it fires.
     @Test(.timeLimit(.minutes(1)))
     func deadlinesLeewayAndClocks() async throws {
         let timer = SafeDispatchTimer(queue: .main)              // handler on a queue of yours
@@ -96,7 +98,7 @@ struct ReadmeSnippetTests {
         #expect(server.configuration.shards == 8)
     }
 
-    // MARK: Timers the way Swift code uses them
+    // MARK: Ticks, an idle timeout, timers by id
 
     /// The loop runs until its task is cancelled, then ends.
     @Test(.timeLimit(.minutes(1)))
@@ -147,7 +149,7 @@ struct ReadmeSnippetTests {
         #expect(lines == (await watching.value).map { "\($0) cancelled" })
     }
 
-    // MARK: Tests
+    // MARK: Testing without waiting
 
     @Test
     func manualTimelineFiresSynchronously() async {
@@ -158,32 +160,5 @@ struct ReadmeSnippetTests {
         self.logged.continuation.finish()
         #expect(await self.lines(logged: .max) == ["poll", "poll", "poll"])
         #expect(timer.state == .running)
-    }
-
-    /// The oracle example, on a timer in each state.
-    @Test(arguments: TimerContract.states)
-    func contractAsOracle(state: SafeDispatchTimer.State) {
-        let timeline = ManualTimeline()
-        let timer = SafeDispatchTimer(backend: .custom(timeline))
-        if state != .idle { timer.schedule(after: .seconds(1), every: .seconds(1)) { _ in } }
-        if state == .suspended { timer.suspend() }
-        if state == .cancelled { timer.cancel() }
-        let before = timer.state
-        let accepted = timer.suspend()
-        let expected = TimerContract.outcome(of: .suspend, in: before)
-        #expect(accepted == expected.accepted && timer.state == expected.state)
-        #expect(before == state)
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func manualClockSleepReturnsWhenAdvanced() async throws {
-        let timeline = ManualTimeline()
-        let clock = timeline.clock                               // a ManualClock
-        let retry = Task { try await Task.sleep(for: .seconds(30), clock: clock) }
-        await timeline.waitForArmedTimers(1)                     // the sleep has armed its timer
-        timeline.advance(by: .seconds(30))                       // and returns now, not in 30 s
-        try await retry.value
-        #expect(timeline.now == TimerInstant(nanoseconds: 0).advanced(by: .seconds(30)))
-        #expect(timeline.armedCount == 0)
     }
 }
