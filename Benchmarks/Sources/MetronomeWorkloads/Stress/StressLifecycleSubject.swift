@@ -251,15 +251,18 @@ final class StressLifecycleSubject: StressSubject {
                 self.violations.record(
                     .starved, subject: self.name, "a neighbour of a busy timer did not fire in 2,000 of its periods")
             }
-            busy.timer.withLock { $0?.cancel() }
-            busy.timer.withLock { $0 = nil }
+            let last = busy.timer.withLock { current in
+                defer { current = nil }
+                return current
+            }
+            _ = last?.cancel()
         }
         let delay = DispatchTimeInterval.microseconds(2_000 + Int(random.next(below: 3_000)))
         let clocks: [TimerClock] = [.boottime, .monotonic]
         for clock in clocks {
             // The monotonic neighbour is made on a thread of its own, which takes the
             // other shard (threads take shards in turn).
-            let make = {
+            let make: @Sendable () -> Void = {
                 let holder = Holder()
                 let neighbour = SafeDispatchTimer(backend: .engine(engine), clock: clock)
                 holder.timer.withLock { $0 = neighbour }

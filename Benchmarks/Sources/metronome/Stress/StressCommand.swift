@@ -88,7 +88,7 @@ struct StressCommand: ParsableCommand {
                 "one-shots 0–3 ms ahead, periods 0.5–3 ms, leeway 0; 40% of pooled timers repeat",
                 "a race the shadow cannot order (overlapping arming calls) is not checked, never reported",
                 "expiring-value: lifetimes 0–3 ms; create 20%, touch 50%, invalidate 10%, read 10%, release 10%",
-                "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 20 forked children",
+                "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 40 pairs shutting down each other's, 20 forked children, 10 handlers forking, 10 busy timers beside neighbours on another clock and shard",
             ] + (StressSubjects.forksChildren ? [] : ["lifecycle: no forks under ThreadSanitizer"])
             + violations.examples.map { "violation: \($0)" }
         let report = Report(
