@@ -105,7 +105,9 @@ extension CoreContractTests {
                 if firings.first?.probe == early.index { firstInTime += 1 }
             }
             if counted < 2 { try Test.cancel("the firing thread was seen spinning in \(counted) of 40 trials") }
-            #expect(firstInTime * 2 >= counted, "the new timer waited out the spin in \(counted - firstInTime) of \(counted)")
+            #expect(
+                firstInTime * 2 >= counted,
+                "the new timer waited out the spin in \(counted - firstInTime) of \(counted)")
             expectNeverEarly(engine.firings)
             engine.destroy()
         }

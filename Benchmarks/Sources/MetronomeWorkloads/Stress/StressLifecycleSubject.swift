@@ -372,10 +372,13 @@ final class StressLifecycleSubject: StressSubject {
             self.violations.record(
                 .liveContexts, subject: self.name, count: live, "\(live) of \(self.live.createdCount) contexts alive")
         }
-        if !eventually(timeout: .seconds(10), { self.fired.load(ordering: .relaxed) == self.expected.load(ordering: .relaxed) }) {
+        if !eventually(
+            timeout: .seconds(10), { self.fired.load(ordering: .relaxed) == self.expected.load(ordering: .relaxed) })
+        {
             let missing = self.expected.load(ordering: .relaxed) - self.fired.load(ordering: .relaxed)
             self.violations.record(
-                .starved, subject: self.name, count: missing, "\(missing) timers after a fork in a handler did not fire")
+                .starved, subject: self.name, count: missing, "\(missing) timers after a fork in a handler did not fire"
+            )
         }
         if !eventually(timeout: .seconds(10), { Self.firingThreadsAlive() == 0 }) {
             let alive = Self.firingThreadsAlive()
