@@ -23,7 +23,7 @@
  * after each firing, and that must not need memory the firing thread has
  * no one to report the lack of to.
  */
-#include "mtr_internal.h"
+#include "mtr_timerset.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * Clocks by name: clock_gettime on the clock a timerfd of the same name uses
  * (through the vDSO: no syscall on x86_64 or aarch64).
  */
-#include "mtr_internal.h"
+#include "mtr_clock.h"
 
 #include <errno.h>
 #include <stdio.h>

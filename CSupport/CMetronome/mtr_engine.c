@@ -14,7 +14,7 @@
  * and destroy wakes the loop by expiring a timerfd. Each wake-up is
  * mtr_fire.c's; an engine's end, mtr_teardown.c's.
  */
-#include "mtr_internal.h"
+#include "mtr_engine.h"
 
 #include <event2/event.h>
 #include <errno.h>
@@ -251,25 +251,6 @@ mtr_engine_config_check(const mtr_engine_config *config,
 	return bad == MTR_SETTING_NONE ? 0 : EINVAL;
 }
 
-/* Zeroed, its lock is free and its event has no waiter (mtr_lock.h). */
-static void
-mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index)
-{
-	memset(shard, 0, sizeof(*shard));
-	shard->engine = engine;
-	bool sharded = engine->shard_count > 1;
-	shard->id_base = sharded ? index << MTR_SHARD_SHIFT : 0;
-	shard->max_timers = sharded ? UINT32_C(1) << MTR_SHARD_SHIFT :
-	    MTR_MAX_TIMERS;
-	shard->free_head = MTR_NOT_ARMED;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		shard->clocks[c].fd = -1;
-		shard->clocks[c].shard = shard;
-		shard->clocks[c].armed_ns = INT64_MAX;
-		mtr_timerset_init_(&shard->clocks[c].set, (mtr_clock_id)c);
-	}
-}
-
 int
 mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 {
@@ -411,28 +392,8 @@ int
 mtr_engine_get_counters(mtr_engine *engine, mtr_counters *out_counters)
 {
 	memset(out_counters, 0, sizeof(*out_counters));
-	for (uint32_t s = 0; s < engine->shard_count; s++) {
-		struct mtr_shard *shard = &engine->shards[s];
-		mtr_lock_take_(&shard->lock);
-		const mtr_counters *c = &shard->counters;
-		out_counters->wakeups += c->wakeups;
-		out_counters->fired += c->fired;
-		out_counters->late += c->late;
-		out_counters->missed_periods += c->missed_periods;
-		out_counters->coalesced += c->coalesced;
-		out_counters->clock_steps += c->clock_steps;
-		out_counters->timers += c->timers;
-		out_counters->batched += c->batched;
-		for (int k = 0; k < MTR_CLOCK_COUNT; k++) {
-			out_counters->armed += shard->clocks[k].set.count;
-			out_counters->memory_bytes +=
-			    mtr_timerset_bytes_(&shard->clocks[k].set);
-		}
-		out_counters->armed += shard->batch.live;
-		out_counters->memory_bytes += mtr_slots_bytes_(shard) +
-		    (size_t)shard->batch.count * sizeof(*shard->batch.entries);
-		mtr_lock_give_(&shard->lock);
-	}
+	for (uint32_t s = 0; s < engine->shard_count; s++)
+		mtr_shard_add_counters_(&engine->shards[s], out_counters);
 	return 0;
 }
 

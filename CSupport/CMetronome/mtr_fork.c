@@ -18,19 +18,14 @@
  * destroy from it is finished by the copy when the callback returns, and
  * the copy then leaves its loop, drops the timers and exits.
  *
- * A binding's shared engine lives in a slot here (mtr_shared_lock), so that
- * a child never inherits it half made: the child then makes its own.
- *
- * The handlers hold every live engine's locks across fork(), so the child
- * never inherits a lock taken by a thread that does not exist there. Lock
- * order: the shared slot, the registry, then each engine, then its shards.
- * The shared slot's lock is held while its engine is made, which registers
- * it, hence first.
+ * The handlers hold every live engine's locks across fork(), and the
+ * shared slot's (mtr_shared.c), so the child never inherits a lock taken by
+ * a thread that does not exist there. Lock order: the shared slot, the
+ * registry, then each engine, then its shards. The shared slot's lock is
+ * held while its engine is made, which registers it, hence first.
  */
-#include "mtr_internal.h"
+#include "mtr_engine.h"
 
-static pthread_mutex_t mtr_shared_slot_mutex = PTHREAD_MUTEX_INITIALIZER;
-static void *mtr_shared_slot;
 static pthread_mutex_t mtr_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mtr_engine *mtr_registry_head;
 static pthread_once_t mtr_handlers_once = PTHREAD_ONCE_INIT;
@@ -39,7 +34,7 @@ uint32_t mtr_fork_count_;
 static void
 mtr_fork_prepare_(void)
 {
-	pthread_mutex_lock(&mtr_shared_slot_mutex);
+	mtr_shared_hold_for_fork_();
 	pthread_mutex_lock(&mtr_registry_lock);
 	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
 		pthread_mutex_lock(&e->lock);
@@ -57,7 +52,7 @@ mtr_fork_parent_(void)
 		pthread_mutex_unlock(&e->lock);
 	}
 	pthread_mutex_unlock(&mtr_registry_lock);
-	pthread_mutex_unlock(&mtr_shared_slot_mutex);
+	mtr_shared_release_after_fork_();
 }
 
 static void
@@ -90,7 +85,7 @@ mtr_fork_child_(void)
 		pthread_mutex_unlock(&e->lock);
 	}
 	pthread_mutex_unlock(&mtr_registry_lock);
-	pthread_mutex_unlock(&mtr_shared_slot_mutex);
+	mtr_shared_release_after_fork_();
 }
 
 static void
@@ -104,24 +99,6 @@ void
 mtr_fork_watch(void)
 {
 	pthread_once(&mtr_handlers_once, mtr_fork_install_);
-}
-
-void *
-mtr_shared_lock(void)
-{
-	/* Installed before the lock is first taken: a fork before then
-	 * finds it free. glibc restarts a pthread_once that a fork caught
-	 * under way. */
-	pthread_once(&mtr_handlers_once, mtr_fork_install_);
-	pthread_mutex_lock(&mtr_shared_slot_mutex);
-	return mtr_shared_slot;
-}
-
-void
-mtr_shared_unlock(void *value)
-{
-	mtr_shared_slot = value;
-	pthread_mutex_unlock(&mtr_shared_slot_mutex);
 }
 
 void

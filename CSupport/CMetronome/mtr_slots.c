@@ -10,7 +10,7 @@
  * Memory follows the load: the array gives back its free tail when no more
  * than a quarter of it is in use (mtr_slots_shrink_locked_).
  */
-#include "mtr_internal.h"
+#include "mtr_shard.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * touch of the engine, after every unlock, and the one that takes the count
  * to 0 frees it, so nothing is read after it is freed.
  */
-#include "mtr_internal.h"
+#include "mtr_engine.h"
 
 #include <event2/event.h>
 #include <stdlib.h>
@@ -75,31 +75,6 @@ mtr_engine_drop_timers_(mtr_engine *engine)
 {
 	for (uint32_t s = 0; s < engine->shard_count; s++)
 		mtr_shard_drop_timers_(&engine->shards[s]);
-}
-
-static void
-mtr_shard_close_fds_(struct mtr_shard *shard)
-{
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_clock_state *state = &shard->clocks[c];
-		if (state->fd >= 0)
-			close(state->fd);
-		state->fd = -1;
-	}
-}
-
-static void
-mtr_shard_free_(struct mtr_shard *shard)
-{
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_clock_state *state = &shard->clocks[c];
-		if (state->event != NULL)
-			event_free(state->event);
-		mtr_timerset_free_(&state->set);
-	}
-	mtr_shard_close_fds_(shard);
-	mtr_slots_free_(shard);
-	mtr_batch_free_(&shard->batch);
 }
 
 void

@@ -10,34 +10,14 @@
  * generation, so an id used after destroy is refused instead of touching a
  * reused slot (mtr_slots.c).
  */
-#include "mtr_internal.h"
+#include "mtr_engine.h"
 
 #include <errno.h>
-
-/*
- * The shard a thread creates its timers in: threads take tickets in turn
- * on their first create, so distinct threads spread evenly over the shards
- * whatever CPUs they run on (a CPU number would send two threads that
- * started on one CPU to one shard).
- */
-static struct mtr_shard *
-mtr_timer_home_shard_(mtr_engine *engine)
-{
-	static _Atomic uint32_t tickets;
-	static _Thread_local uint32_t ticket = UINT32_MAX;
-
-	if (engine->shard_count == 1)
-		return &engine->shards[0];
-	if (ticket == UINT32_MAX)
-		ticket = atomic_fetch_add_explicit(&tickets, 1,
-		    memory_order_relaxed) & (UINT32_MAX >> 1);
-	return &engine->shards[ticket % engine->shard_count];
-}
 
 int
 mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 {
-	struct mtr_shard *shard = mtr_timer_home_shard_(engine);
+	struct mtr_shard *shard = mtr_shard_home_(engine);
 
 	mtr_lock_take_(&shard->lock);
 	int rc = shard->stopping ? ESHUTDOWN :

@@ -44,7 +44,7 @@
  * want of memory; only an outside arm, which can report ENOMEM, ever needs
  * it.
  */
-#include "mtr_internal.h"
+#include "mtr_timerset.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,0 +1,147 @@
+/*
+ * The engine's layout and what its files share: its start and stop
+ * (mtr_engine.c), its firing path (mtr_fire.c), its end (mtr_teardown.c)
+ * and its life across fork() (mtr_fork.c).
+ */
+#ifndef MTR_ENGINE_H
+#define MTR_ENGINE_H
+
+#include "mtr_shard.h"
+
+#include <pthread.h>
+
+struct event_base;
+
+/*
+ * The engine: its shards, its firing thread and its life. The engine lock
+ * guards the life (stopping, joining); timer operations take a shard's lock
+ * only. Lock order: the engine, then a shard.
+ *
+ * One count says who may still touch the engine (holds), and whoever takes
+ * it to 0 frees the engine, as the last thing it does with it: the owner's
+ * reference (dropped by destroy), the firing thread's until it exits, and
+ * one for each caller blocked in stop, destroy or cancel_sync.
+ */
+struct mtr_engine {
+	pthread_mutex_t lock;
+	pthread_cond_t thread_done;
+
+	struct mtr_shard *shards;
+	uint32_t shard_count;
+	struct event_base *base;
+	pthread_t thread;
+
+	mtr_engine_config config;
+	mtr_engine_info info;
+
+	/* Set under the lock; the firing loop reads it without. */
+	_Atomic bool stopping;
+	bool join_claimed;           /* a thread joins (or detached) the thread */
+	bool joined;                 /* the firing thread touches nothing more */
+	/* Created before a fork, seen from the child: its descriptors and
+	 * thread belong to the parent (mtr_fork.c). */
+	bool inherited;
+	/* stopped or destroyed, for mtr_engine_was_stopped(), which reads it
+	 * without the lock: in an on_release callback the stop makes, the
+	 * engine lock may be held by the stopping thread. */
+	_Atomic bool stop_requested;
+	/* Atomic, so that cancel_sync can take a hold under its shard's lock
+	 * alone. */
+	_Atomic uint32_t holds;
+	/* 0, or the errno of a descriptor error that stopped the engine. */
+	_Atomic int fault;
+
+	/* The clock state the firing thread spins on, or NULL. Whatever may
+	 * make another wake-up due first (a change at that state's top, any
+	 * timerfd moved, a stop) bumps spin_epoch to end the spin. */
+	struct mtr_clock_state *_Atomic spinning;
+	_Atomic uint32_t spin_epoch;
+
+	mtr_engine *fork_prev; /* the registry of live engines */
+	mtr_engine *fork_next;
+};
+
+/* The shard an id names and its slot there, or NULL for no shard. */
+static inline struct mtr_shard *
+mtr_shard_of_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot)
+{
+	uint32_t low = (uint32_t)id;
+	if (engine->shard_count == 1) {
+		*slot = low;
+		return &engine->shards[0];
+	}
+	uint32_t shard = low >> MTR_SHARD_SHIFT;
+	*slot = low & ((UINT32_C(1) << MTR_SHARD_SHIFT) - 1);
+	return shard < engine->shard_count ? &engine->shards[shard] : NULL;
+}
+
+/* mtr_shard.c */
+void mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine,
+    uint32_t index);
+/* The shard the calling thread creates its timers in. */
+struct mtr_shard *mtr_shard_home_(mtr_engine *engine);
+void mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out);
+void mtr_shard_close_fds_(struct mtr_shard *shard);
+void mtr_shard_free_(struct mtr_shard *shard);
+
+/* mtr_fire.c: the firing thread's callback for a clock's timerfd. */
+void mtr_fire_on_timerfd_(int fd, short what, void *arg);
+
+/* mtr_teardown.c */
+void mtr_engine_drop_timers_(mtr_engine *engine);
+void mtr_engine_hold_(mtr_engine *engine);
+void mtr_engine_free_(mtr_engine *engine);
+
+/* Releases a context with the shard's lock dropped: a release may call the
+ * engine. */
+static inline void
+mtr_shard_release_locked_(struct mtr_shard *shard, void *context)
+{
+	if (shard->engine->config.on_release == NULL)
+		return;
+	mtr_lock_give_(&shard->lock);
+	shard->engine->config.on_release(context);
+	mtr_lock_take_(&shard->lock);
+}
+
+/* Ends a spin on @state, or any spin when @state is NULL: the spun-for
+ * timer may be gone, or an earlier wake-up may have come. */
+static inline void
+mtr_engine_interrupt_spin_(mtr_engine *engine,
+    const struct mtr_clock_state *state)
+{
+	const struct mtr_clock_state *spinning = atomic_load(&engine->spinning);
+	if (spinning != NULL && (state == NULL || spinning == state))
+		atomic_fetch_add(&engine->spin_epoch, 1);
+}
+
+static inline void
+mtr_shard_interrupt_spin_locked_(struct mtr_shard *shard, mtr_clock_id clock)
+{
+	mtr_engine_interrupt_spin_(shard->engine, &shard->clocks[clock]);
+}
+
+/*
+ * The engine whose firing thread the calling thread is, or NULL; set by the
+ * firing thread as it starts. A forked child's copy of a firing thread
+ * keeps it. Thread-local rather than a pthread_t compared: glibc hands a
+ * dead thread's pthread_t to the next thread it creates.
+ */
+extern _Thread_local mtr_engine *mtr_firing_engine_;
+
+/* A holder lets go of @count holds; the last one frees the engine. */
+void mtr_engine_let_go_(mtr_engine *engine, uint32_t count);
+
+/* Records @error, a descriptor failing under the engine, and has the
+ * firing thread stop it; the first error is the one kept. */
+void mtr_engine_fault_(mtr_engine *engine, int error);
+
+/* mtr_shared.c: the shared slot's lock, which fork() handlers hold. */
+void mtr_shared_hold_for_fork_(void);
+void mtr_shared_release_after_fork_(void);
+
+/* mtr_fork.c: the registry that fork() handlers walk. */
+void mtr_fork_register_(mtr_engine *engine);
+void mtr_fork_unregister_(mtr_engine *engine);
+
+#endif /* MTR_ENGINE_H */

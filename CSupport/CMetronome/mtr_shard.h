@@ -1,0 +1,128 @@
+/*
+ * A shard: its lock, its timer slots (mtr_slots.c) and, per clock, its
+ * timer set and timerfd kept at their earliest wake-up (mtr_queue.c); and
+ * how a timer id names a shard and a slot.
+ */
+#ifndef MTR_SHARD_H
+#define MTR_SHARD_H
+
+#include "mtr_lock.h"
+#include "mtr_timerset.h"
+
+#include <stdatomic.h>
+
+struct event;
+
+struct mtr_clock_state {
+	struct mtr_timerset set;
+	struct event *event;
+	struct mtr_shard *shard;
+	int fd;
+	bool firing;      /* the firing thread is in a batch of this clock */
+	/* When the timerfd expires; INT64_MAX if disarmed, which is also how
+	 * a key of INT64_MAX (292 years) arms it: never, as it would be.
+	 * Written under the shard's lock, read by a spin without it. */
+	_Atomic int64_t armed_ns;
+};
+
+/*
+ * A shard: timers, their heaps and timerfds, under a lock of their own.
+ * An engine has one, or MTR_SHARDS_MAX at most (mtr_engine_config.shards);
+ * each timer lives in one, named by its id, and every timer operation
+ * takes only that shard's lock. The one firing thread serves every shard,
+ * each wake-up all of them (mtr_fire.c).
+ * Aligned so that two shards' locks never share a cache line.
+ */
+struct mtr_shard {
+	_Alignas(64) struct mtr_lock lock;
+	struct mtr_event callback_done; /* a callback ended; its waiters wake */
+	mtr_engine *engine;
+	/* Ored into the slot index of this shard's ids (mtr_shard_of_). */
+	uint32_t id_base;
+	/* Slots this shard may hand out: its share of the id space. */
+	uint32_t max_timers;
+
+	struct mtr_timer *timers;
+	uint32_t timer_capacity;
+	uint32_t timer_high_water; /* slots ever handed out */
+	uint32_t free_head;        /* MTR_NOT_ARMED when empty */
+	/* The generation a slot starts from when the array grows back over
+	 * slots it gave up: above every id those slots ever had. */
+	uint32_t generation_floor;
+	/* The live timer count at which a destroy next checks whether the
+	 * timer array can shrink: halved at each check, raised with load. */
+	uint32_t shrink_check_at;
+	uint64_t next_order;
+
+	struct mtr_clock_state clocks[MTR_CLOCK_COUNT];
+	struct mtr_batch batch; /* of the clock being fired; one at a time */
+	mtr_counters counters;  /* this shard's; the engine's are their sum */
+
+	mtr_timer_id running;   /* the timer whose callback runs, or 0 */
+	bool release_running;   /* it was destroyed while running */
+	void *released_context; /* then: its context, for a forked child */
+	/* cancel_sync callers waiting for the running callback: it leaves
+	 * its timer disarmed when it returns (mtr_fire.c). */
+	uint32_t running_waiters;
+	/* A copy of the engine's, set under this lock, so that timer
+	 * operations need no other. */
+	bool stopping;
+};
+
+/*
+ * An id's low 32 bits: the slot index, and on a sharded engine the shard
+ * above MTR_SHARD_SHIFT. One shard keeps the whole MTR_MAX_TIMERS.
+ */
+#define MTR_SHARD_SHIFT 26
+
+static inline mtr_timer_id
+mtr_timer_id_make_(const struct mtr_shard *shard, uint32_t slot,
+    uint32_t generation)
+{
+	return ((uint64_t)generation << 32) | shard->id_base | slot;
+}
+
+/* The timer @id names at @slot of its shard (mtr_slots.c), or NULL when the
+ * id is stale or never existed. Inline: every timer operation starts here. */
+static inline struct mtr_timer *
+mtr_slots_lookup_locked_(struct mtr_shard *shard, uint32_t slot,
+    mtr_timer_id id)
+{
+	uint32_t generation = (uint32_t)(id >> 32);
+
+	if (slot >= shard->timer_high_water || (generation & 1) == 0)
+		return NULL;
+	struct mtr_timer *timer = &shard->timers[slot];
+	return timer->generation == generation ? timer : NULL;
+}
+
+/* A timer with leeway wakes the engine a quarter of its leeway, at most
+ * this much, before its latest acceptable time: room for a slow wake-up
+ * (hundreds of microseconds on a busy VM) while three quarters of every
+ * window still serve coalescing. */
+#define MTR_WAKE_MARGIN_MAX_NS 1000000
+
+/* mtr_queue.c: each clock's timer set and timerfd, and the arm order, of
+ * one shard; for timer operations and the firing loop alike, with the
+ * shard's lock held. */
+int mtr_queue_make_room_locked_(struct mtr_shard *shard,
+    const struct mtr_timer *timer, mtr_clock_id clock);
+int mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
+    mtr_clock_id clock, int64_t due_ns);
+void mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
+    mtr_clock_id clock, int64_t due_ns);
+void mtr_queue_remove_locked_(struct mtr_shard *shard,
+    struct mtr_timer *timer);
+void mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock);
+void mtr_queue_set_fd_locked_(struct mtr_clock_state *state,
+    int64_t target_ns);
+
+/* mtr_slots.c: a shard's timer array, with its lock held (but free). */
+int mtr_slots_take_locked_(struct mtr_shard *shard, void *context,
+    mtr_timer_id *out_id);
+void mtr_slots_give_back_locked_(struct mtr_shard *shard, uint32_t index);
+void mtr_slots_age_locked_(struct mtr_shard *shard, uint32_t reuses);
+void mtr_slots_free_(struct mtr_shard *shard);
+size_t mtr_slots_bytes_(const struct mtr_shard *shard);
+
+#endif /* MTR_SHARD_H */

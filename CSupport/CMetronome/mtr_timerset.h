@@ -1,0 +1,202 @@
+/*
+ * A clock's armed timers: the timer record, its heap entry, the heap
+ * (mtr_timerset.c) and the firing batch (mtr_batch.c). Nothing here takes a
+ * lock; every caller holds its shard's.
+ */
+#ifndef MTR_TIMERSET_H
+#define MTR_TIMERSET_H
+
+#include "mtr_clock.h"
+
+#include <stddef.h>
+#include <sys/mman.h>
+
+#define MTR_PAGE 4096
+#define MTR_HUGE_PAGE (UINT32_C(2) << 20)
+
+/* heap_slot of a timer that is in no timer set. */
+#define MTR_NOT_ARMED UINT32_MAX
+/* heap_slot keeps the clock in its top two bits and the heap index below. */
+#define MTR_SLOT_INDEX_BITS 30
+#define MTR_MAX_TIMERS (UINT32_C(1) << MTR_SLOT_INDEX_BITS)
+/* heap_slot of a timer taken into its shard's batch (clock bits 3, which
+ * no clock uses): cancelling it sets MTR_NOT_ARMED, and the batch then
+ * skips its entry. */
+#define MTR_IN_BATCH (UINT32_C(3) << MTR_SLOT_INDEX_BITS)
+
+/*
+ * One timer: 48 bytes. A free slot reuses heap_slot as the free-list link;
+ * generation is odd while the slot is allocated and even while free, so a
+ * stale id never matches. A slot whose generation would wrap is retired
+ * instead of reused (mtr_slots.c).
+ *
+ * due_ns is the timer's key. A reschedule to a later key records it here
+ * and leaves the heap entry where it is (mtr_queue.c): the entry's key then
+ * lags, due_ns differs from it, and whoever meets the entry first at the
+ * heap top or in a batch take gives it the recorded key (mtr_entry_rekey_).
+ * Every arm sets sequence to 0, so while the key lags its room holds the
+ * arm order that the new key carries.
+ */
+struct mtr_timer {
+	void *context;
+	int64_t deadline_ns; /* the window opens: the current deadline */
+	int64_t due_ns;      /* the window closes: deadline + leeway */
+	int64_t period_ns;   /* 0 for a one-shot */
+	union {
+		uint64_t sequence;    /* index of deadline_ns on the schedule */
+		uint64_t rekey_order; /* while the heap key lags */
+	};
+	uint32_t heap_slot;  /* clock and heap index, or MTR_NOT_ARMED */
+	uint32_t generation;
+};
+
+/* Fetches a timer for writing ahead of use: both of its cache lines, since
+ * a 48-byte slot often straddles two. */
+static inline void
+mtr_timer_prefetch_(const struct mtr_timer *timer)
+{
+	__builtin_prefetch(timer, 1);
+	__builtin_prefetch((const char *)(timer + 1) - 1, 1);
+}
+
+/*
+ * A heap entry carries its key, so sifting touches only the heap array.
+ * Arm order takes 64 bits so that it never wraps: at a billion arms a
+ * second a shard would need centuries to spend it, so no renumbering ever
+ * stalls an arm. It costs the entry 8 bytes over a 32-bit order.
+ */
+struct mtr_heap_entry {
+	/* deadline + leeway: the latest acceptable firing; no later than its
+	 * timer's due_ns, which a later reschedule moves on alone */
+	int64_t due_ns;
+	uint64_t order;  /* arm order: equal keys fire first-armed first */
+	uint32_t timer;  /* slot index */
+};
+
+/* Arm order stays below this (mtr_engine_age_for_testing cannot pass it). */
+#define MTR_ORDER_MAX (UINT64_MAX >> 1)
+
+/* Whether @a fires before @b: by key, then by arm order. */
+static inline bool
+mtr_entry_before_(const struct mtr_heap_entry *a,
+    const struct mtr_heap_entry *b)
+{
+	if (a->due_ns != b->due_ns)
+		return a->due_ns < b->due_ns;
+	return a->order < b->order;
+}
+
+/*
+ * Gives @entry the key its timer recorded when rescheduled later, if the
+ * entry's key lags; returns whether it did. The new key is later than the
+ * old one, so a heap entry can only need to move down.
+ */
+static inline bool
+mtr_entry_rekey_(struct mtr_heap_entry *entry, struct mtr_timer *timers)
+{
+	struct mtr_timer *timer = &timers[entry->timer];
+	if (timer->due_ns == entry->due_ns)
+		return false;
+	entry->due_ns = timer->due_ns;
+	entry->order = timer->rekey_order;
+	timer->sequence = 0;
+	return true;
+}
+
+/*
+ * Due entries taken out of one clock's heap in a single pass and sorted
+ * (mtr_batch.c): the firing loop drains it in order, merged with the heap.
+ */
+struct mtr_batch {
+	struct mtr_heap_entry *entries; /* sorted by key */
+	uint32_t next;  /* the first entry not yet fired or skipped */
+	uint32_t count;
+	uint32_t live;  /* entries whose timer is still MTR_IN_BATCH */
+	uint32_t pops_before_check; /* single pops left before counting again */
+	mtr_clock_id clock; /* the clock whose heap the entries came from */
+};
+
+/*
+ * The entries @clock's heap keeps room for besides its own: those still out
+ * in the batch. Each may come back (a repeating timer does after every
+ * firing), and with its room kept, putting it back never allocates, so it
+ * cannot fail for want of memory.
+ */
+static inline uint32_t
+mtr_batch_lent_(const struct mtr_batch *batch, mtr_clock_id clock)
+{
+	return batch->clock == clock ? batch->live : 0;
+}
+
+struct mtr_timerset {
+	struct mtr_heap_entry *entries;
+	uint32_t count;
+	uint32_t capacity;
+	mtr_clock_id clock;
+};
+
+static inline uint32_t
+mtr_slot_make_(mtr_clock_id clock, uint32_t heap_index)
+{
+	return ((uint32_t)clock << MTR_SLOT_INDEX_BITS) | heap_index;
+}
+
+static inline mtr_clock_id
+mtr_slot_clock_(uint32_t slot)
+{
+	return (mtr_clock_id)(slot >> MTR_SLOT_INDEX_BITS);
+}
+
+static inline uint32_t
+mtr_slot_index_(uint32_t slot)
+{
+	return slot & (MTR_MAX_TIMERS - 1);
+}
+
+/*
+ * Asks for transparent huge pages under a big array (a hint: ignored where
+ * THP is off). The timers and the heap are read at random when a burst
+ * fires; with 4 KiB pages every such read also misses the TLB, and in a VM
+ * a page walk is two-dimensional.
+ */
+static inline void
+mtr_advise_huge_(void *array, size_t bytes)
+{
+	const uintptr_t page = MTR_PAGE;
+	uintptr_t start = ((uintptr_t)array + page - 1) & ~(page - 1);
+	uintptr_t end = ((uintptr_t)array + bytes) & ~(page - 1);
+	if (end > start && end - start >= MTR_HUGE_PAGE)
+		(void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+}
+
+/* mtr_timerset.c: all called with the shard's lock held. */
+void mtr_timerset_init_(struct mtr_timerset *set, mtr_clock_id clock);
+void mtr_timerset_free_(struct mtr_timerset *set);
+size_t mtr_timerset_bytes_(const struct mtr_timerset *set);
+/* @lent: entries out in the batch that the heap keeps room for. */
+void mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent);
+/* Room for one more entry: 0, or ENOMEM when the heap could not grow. */
+int mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t lent);
+int mtr_timerset_push_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint64_t order,
+    uint32_t lent);
+void mtr_timerset_erase_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t heap_index, uint32_t lent);
+void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t heap_index, int64_t due_ns,
+    uint64_t order);
+const struct mtr_heap_entry *mtr_timerset_top_locked_(
+    struct mtr_timerset *set, struct mtr_timer *timers);
+uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
+    int64_t now_ns, uint32_t limit);
+void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers);
+
+/* mtr_batch.c: called by the firing thread with the shard's lock held. */
+bool mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
+    struct mtr_timer *timers, int64_t now_ns);
+const struct mtr_heap_entry *mtr_batch_next_locked_(struct mtr_batch *batch,
+    const struct mtr_timer *timers);
+void mtr_batch_free_(struct mtr_batch *batch);
+
+#endif /* MTR_TIMERSET_H */
