@@ -60,6 +60,11 @@ extension CoreContractTests {
             try #require(other.armOnce(clock, at: Time.now(clock) + 20 * Time.ms) == 0)
             let fired = engine.log.wait { log in log.firings.contains { $0.probe == other.index } }
             #expect(fired, "the timer beside the busy one never fired")
+            if let firing = engine.firings.first(where: { $0.probe == other.index }) {
+                print(
+                    "beside a busy timer, a timer on \(neighbour) fired \((firing.fired - firing.scheduled) / Time.us) µs late"
+                )
+            }
             #expect(busy.fires.load(ordering: .relaxed) > 5 && engine.counters.armed >= 1)
             _ = busy.cancelSync()
             expectNeverEarly(engine.firings)
