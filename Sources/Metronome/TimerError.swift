@@ -5,6 +5,18 @@ import Glibc
 /// Misuse of a timer's state machine is never an error: those calls return `false`. A
 /// `TimerError` means the system refused something, such as descriptors running out when
 /// an engine is created.
+///
+/// Two errors are equal when they carry the same ``code``: the operation, setting and
+/// reason say where an error came from, not which it is, so a thrown error compares equal
+/// to the constant for its code.
+///
+/// ```swift
+/// do {
+///     try await EngineClock(engine: engine).sleep(for: .seconds(1))
+/// } catch let error as TimerError where error == .engineShutDown {
+///     // the engine was shut down
+/// }
+/// ```
 public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The raw `errno` value.
     public var code: CInt
@@ -44,8 +56,18 @@ public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let engineShutDown = TimerError(code: ESHUTDOWN, operation: "")
 
     /// Whether two errors carry the same `errno`, whatever the operation.
+    public static func == (lhs: TimerError, rhs: TimerError) -> Bool {
+        lhs.code == rhs.code
+    }
+
+    /// Hashes the `errno` alone, as ``==`` compares it.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.code)
+    }
+
+    /// Whether `value` is a `TimerError` with the same `errno`, whatever the operation.
     public static func ~= (pattern: TimerError, value: any Error) -> Bool {
-        (value as? TimerError)?.code == pattern.code
+        (value as? TimerError) == pattern
     }
 
     /// The operation, the refused setting and why when there is one, and the system's
