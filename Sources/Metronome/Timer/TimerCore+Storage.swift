@@ -47,29 +47,22 @@ extension TimerCore {
         var firing: Firing?
     }
 
-    // In this order the fields take no more room than the machine's last word leaves: the
-    // flags and the fork count fill it.
     struct Storage {
         var machine = TimerStateMachine()
+        /// The id of the timer's latest arming, armed or disarmed: the one whose firings
+        /// run the handler while the timer runs, and the one the next arming replaces.
+        var arming: UInt64?
         /// A firing is being delivered: on its way to the queue, or running the handler.
         /// Another that comes meanwhile waits its turn, merged with any other waiting, so
         /// that one timer's handlers never overlap (a dispatch source's never do, even on a
         /// concurrent queue) and a slow handler never has stale firings queued behind it.
         var isDelivering = false
         var isHandlerRunning = false
-        /// The running one-shot was pushed later under the lock, so its deadline is
-        /// published for the pushes that follow (see ``PushableDeadline``). Only then: a
-        /// timer that is never pushed keeps its firings off its owner's cache line.
-        var isPushable = false
         /// The process's fork count (`mtr_fork_generation`) when the delivery began: in a
         /// child forked meanwhile, no thread delivers it, so it is over there.
         var deliveringInFork: UInt32 = 0
         var handler: Handler?
         var waiting: Waiting?
-        /// The timer this core serves, while it lives: the home of the deadline a
-        /// reschedule pushes later without the lock. Not retained: its deinit clears this
-        /// under the lock before its memory goes, so a holder of the lock may reach it.
-        var owner: Unmanaged<SafeDispatchTimer>?
 
         /// Whether a delivery is under way in the process of fork count `fork`.
         func isBusy(inFork fork: UInt32) -> Bool {
@@ -85,7 +78,7 @@ extension TimerCore {
                 self.deliveringInFork = fork
                 return true
             }
-            guard self.machine.isCurrent(arming: firing.arming) else { return false }
+            guard firing.arming == self.arming, case .running = self.machine.state else { return false }
             let waiting = self.waitingMade()
             waiting.firing = waiting.firing.map { firing.merged(after: $0) } ?? firing
             return false

@@ -8,13 +8,6 @@ private struct ExpirySlot {
     var arming: UInt64
 }
 
-/// A new slot's arming, reserved under the lock and started outside it: a backend may fire
-/// from inside `start`.
-private struct ExpirySlotStart {
-    let arming: UInt64
-    let slot: Int64
-}
-
 /// The expiry timers of one backend's ``ExpiringValue``s of one type (on an engine, those
 /// made on the threads of one of its shards): values due in the same slot of time share
 /// that slot's one arming, so a value costs two links and no timer of its own.
@@ -49,8 +42,6 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     private let slots = LockedBox([Int64: ExpirySlot]())
     let firing: any TimerFiring
     private let granularity: Int64
-    /// The engine behind ``firing``, whose death in a forked child this set must respect.
-    private let engine: TimerEngine?
 
     /// An engine's slot: a million values touched at random fall due over every millisecond
     /// of their lifetime, so a slot this wide shares its arming among many of them while
@@ -70,7 +61,6 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     init(firing: any TimerFiring, granularity: Int64) {
         self.firing = firing
         self.granularity = granularity
-        self.engine = firing as? TimerEngine
         super.init(queue: nil)
     }
 
@@ -81,24 +71,23 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     /// A copy of a dead engine: it arms nothing, and its lock may have been held by a
     /// thread of the parent's that the fork left behind.
     private var isInherited: Bool {
-        self.engine?.isInherited ?? false
+        self.firing.isInherited
     }
 
     /// Links a new value into the slot of its expiry.
     func insert(_ entry: Entry) {
         guard !self.isInherited else { return }
         let expiry = entry.expiry.load(ordering: .relaxed)
-        let start = self.slots.withLockedValue { slots in
+        self.slots.withLockedValue { slots in
             self.link(.passUnretained(entry), into: self.slot(of: expiry), of: &slots)
         }
-        if let start { self.start(start) }
     }
 
     /// Unlinks a value that was ended or released: nothing fires for it afterwards.
     func remove(_ entry: Entry) {
         guard !self.isInherited else { return }
         let emptied = self.slots.withLockedValue { slots in self.unlink(.passUnretained(entry), from: &slots) }
-        if let emptied { self.firing.disarm(emptied) }
+        if let emptied { self.firing.retire(emptied) }
     }
 
     /// A slot's firing: ends its values that expired and moves the touched ones on, a batch
@@ -110,7 +99,6 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         var more = true
         while more {
             var expired: [Expiry] = []
-            var starts: [ExpirySlotStart] = []
             var emptied = false
             more = self.slots.withLockedValue { slots in
                 // Gone or replaced: emptied by releases, or a stale arming.
@@ -129,7 +117,7 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
                     case .later(let expiry):
                         // Past this slot even if the backend fired it early.
                         let next = max(self.slot(of: expiry), slot.addingSaturating(self.granularity))
-                        if let start = self.link(current, into: next, of: &slots) { starts.append(start) }
+                        self.link(current, into: next, of: &slots)
                     case .ended:
                         break
                     }
@@ -142,9 +130,8 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
                 slots[slot]?.head = entry.toOpaque()
                 return true
             }
-            // The fired arming is spent, but the seam holds it until it is disarmed.
-            if emptied { self.firing.disarm(arming) }
-            starts.forEach(self.start)
+            // The fired arming is spent, but the seam holds it until it is retired.
+            if emptied { self.firing.retire(arming) }
             for expiry in expired { expiry.onExpiry(expiry.content) }
         }
     }
@@ -177,9 +164,10 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         return overflow ? .max : max(rounded - rounded % self.granularity, 0)
     }
 
-    /// Puts `entry` at the head of `slot`'s list; a new slot's arming is reserved here and
-    /// returned to be started once the lock is let go.
-    private func link(_ entry: Link, into slot: Int64, of slots: inout [Int64: ExpirySlot]) -> ExpirySlotStart? {
+    /// Puts `entry` at the head of `slot`'s list; a new slot is armed here, under the lock,
+    /// so that its firing finds it. One the backend refuses leaves its values to live until
+    /// they are ended.
+    private func link(_ entry: Link, into slot: Int64, of slots: inout [Int64: ExpirySlot]) {
         let index = slots.index(forKey: slot)
         let head = index.map { Link.fromOpaque(slots.values[$0].head) }
         entry._withUnsafeGuaranteedRef { entry in
@@ -190,11 +178,12 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         if let index, let head {
             head._withUnsafeGuaranteedRef { $0.previous = entry }
             slots.values[index].head = entry.toOpaque()
-            return nil
+            return
         }
-        let arming = (try? self.firing.reserve(for: self)) ?? Self.none
-        slots[slot] = ExpirySlot(head: entry.toOpaque(), arming: arming)
-        return arming == Self.none ? nil : ExpirySlotStart(arming: arming, slot: slot)
+        let arming = TimerSchedule(deadlineNanoseconds: slot).flatMap {
+            try? self.firing.arm($0, clock: .monotonic, for: self, replacing: nil)
+        }
+        slots[slot] = ExpirySlot(head: entry.toOpaque(), arming: arming ?? Self.none)
     }
 
     /// Takes `entry` out of its list; returns the arming of the slot it emptied, which the
@@ -216,31 +205,6 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         return nil
     }
 
-    /// Starts a new slot's arming; one the backend refuses leaves the slot's values to live
-    /// until they are ended.
-    private func start(_ start: ExpirySlotStart) {
-        if let schedule = TimerSchedule(deadlineNanoseconds: start.slot),
-            (try? self.firing.start(start.arming, schedule, clock: .monotonic)) != nil
-        {
-            return
-        }
-        let owned = self.slots.withLockedValue { slots in
-            guard slots[start.slot]?.arming == start.arming else { return false }
-            slots[start.slot]?.arming = Self.none
-            return true
-        }
-        // Emptied meanwhile, the slot's arming was disarmed with it.
-        if owned { self.firing.disarm(start.arming) }
-    }
-}
-
-extension SafeDispatchTimer.Backend {
-    /// The set a new ``ExpiringValue`` of `Value` joins: the engine's, shared by its values
-    /// of that type; for any other backend, one of the value's own.
-    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value> {
-        guard case .engine(let engine) = self else { return ExpirySet(firing: self.firing, granularity: 1) }
-        return engine.expirySet(of: type)
-    }
 }
 
 extension TimerEngine {

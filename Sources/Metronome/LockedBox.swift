@@ -1,12 +1,15 @@
 import Glibc
 
-/// A value behind a pthread mutex.
+/// A value behind a pthread mutex: the library's one lock.
 ///
-/// `Synchronization.Mutex` draws a false ThreadSanitizer report on Swift 6.3.1 (an 8-task
-/// increment test failed 3 of 3 runs under TSan; a pthread box ran clean);
-/// this is NIO's `NIOLockedValueBox` pattern: a struct around one `ManagedBuffer` that
-/// holds the value with the mutex tail-allocated after it, at an address that never moves. One allocation, and one cache line touched per locked access.
-/// Copies share the one buffer.
+/// Not `Synchronization.Mutex`, which ThreadSanitizer reports falsely on this toolchain.
+/// NIO's `NIOLockedValueBox` pattern: one `ManagedBuffer` holds the value with the mutex
+/// tail-allocated after it, at an address that never moves. Copies share the one buffer.
+///
+/// Lock order: a timer's lock, then a lock of its backend (for the engine, a C shard lock,
+/// which C never holds while calling back into Swift). So a timer arms and moves its
+/// backend's arming while holding its own lock; nothing ever takes a timer's lock while
+/// holding a backend's.
 package struct LockedBox<Value>: @unchecked Sendable {
     private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
         deinit {

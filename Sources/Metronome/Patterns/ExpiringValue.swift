@@ -86,12 +86,12 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
 
     /// What the expiry timer runs on.
     public var backend: SafeDispatchTimer.Backend {
-        SafeDispatchTimer.Backend(self.set.firing)
+        self.set.firing.backend
     }
 
     /// The engine the expiry timer runs on; `nil` when ``backend`` is not an engine.
     public var engine: TimerEngine? {
-        self.set.firing as? TimerEngine
+        self.backend.engine
     }
 
     /// Stores `value` and starts its lifetime, with its expiry timer on `engine`.
@@ -134,7 +134,7 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
         backend: SafeDispatchTimer.Backend = .engine(.shared),
         onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
-        let set = backend.expirySet(of: Value.self)
+        let set = backend.firing.expirySet(of: Value.self)
         let lifetime = max(lifetime, .zero).saturatingNanoseconds
         self.expiry = Atomic(Self.expiry(after: lifetime, from: set.now()))
         self.lifetimeNanoseconds = lifetime

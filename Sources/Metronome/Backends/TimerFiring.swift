@@ -1,0 +1,105 @@
+@preconcurrency import Dispatch
+
+/// What fires timers, as a timer and an expiry set see it: the engine, or a public
+/// ``TimerBackend`` (GCD, a test double) through ``BackendFiring``.
+///
+/// An arming is named by an id that each of its firings carries; the receiver runs a firing
+/// only for the arming it recorded last. The receiver arms under its own lock and records
+/// the id before unlocking, so the first firing always finds it: a seam never fires from
+/// inside ``arm(_:clock:for:replacing:)`` and never calls back into a receiver from inside
+/// ``arm(_:clock:for:replacing:)`` or ``disarm(_:)``.
+protocol TimerFiring: AnyObject, Sendable {
+    /// The backend as the caller named it.
+    var backend: SafeDispatchTimer.Backend { get }
+
+    /// The current time on `clock`, in nanoseconds, as this seam's firings measure it.
+    func now(_ clock: TimerClock) -> Int64
+
+    /// Arms `schedule`, replacing the arming `previous` (armed or disarmed) if there is one.
+    ///
+    /// - Returns: The id every firing of `schedule` carries; a firing of `previous` already
+    ///   under way carries the old one.
+    /// - Throws: Why the seam refused: `ESHUTDOWN` for an engine that was shut down,
+    ///   `ENOMEM` when memory ran out. `previous` is then disarmed.
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: FiringReceiver, replacing previous: UInt64?)
+        throws(TimerError) -> UInt64
+
+    /// Stops `arming`'s firings; a later ``arm(_:clock:for:replacing:)`` may reuse it.
+    /// Never waits for a running firing.
+    func disarm(_ arming: UInt64)
+
+    /// Lets go of `arming` for good. The engine releases its receiver here, so the caller
+    /// holds none of the receiver's locks.
+    func retire(_ arming: UInt64)
+
+    /// Whether this seam has stopped for good: it dropped every arming and refuses new ones.
+    var hasStopped: Bool { get }
+
+    /// Whether this seam is a dead copy in a forked child, whose locks a thread left behind
+    /// may hold.
+    var isInherited: Bool { get }
+
+    /// The set a new ``ExpiringValue`` of `Value` joins.
+    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value>
+}
+
+extension TimerFiring {
+    func now(_ clock: TimerClock) -> Int64 {
+        clock.now().nanoseconds
+    }
+
+    var hasStopped: Bool { false }
+
+    var isInherited: Bool { false }
+
+    /// A set of the value's own, which arms each expiry instant as it is.
+    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value> {
+        ExpirySet(firing: self, granularity: 1)
+    }
+
+    func retire(_ arming: UInt64) {
+        self.disarm(arming)
+    }
+}
+
+extension SafeDispatchTimer.Backend {
+    /// What fires a timer on this backend. `.dispatch` gets a private serial queue per timer,
+    /// so that one timer's handlers never overlap, even across a reschedule that replaces its
+    /// source.
+    var firing: any TimerFiring {
+        switch self {
+        case .engine(let engine): engine
+        case .dispatch:
+            BackendFiring(
+                DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")), isDispatch: true)
+        case .custom(let backend): BackendFiring(backend)
+        }
+    }
+}
+
+/// Where a seam delivers firings: a timer, or an expiry set.
+///
+/// A class rather than a protocol so that the engine carries it as its C timers' context
+/// and reaches ``receive(_:from:)`` through one pointer and one table lookup.
+class FiringReceiver: @unchecked Sendable {
+    /// Where firings are delivered; `nil` means on the seam's own thread.
+    final let queue: DispatchQueue?
+
+    init(queue: DispatchQueue?) {
+        self.queue = queue
+    }
+
+    /// A firing of `arming`, on ``queue``.
+    func receive(_ tick: Tick, from arming: UInt64) {
+        preconditionFailure("a FiringReceiver subclass receives firings")
+    }
+
+    /// A firing of `arming` on a seam's own thread, for a receiver with a ``queue``: to be
+    /// taken there.
+    func enqueue(_ tick: Tick, from arming: UInt64) {
+        preconditionFailure("a FiringReceiver with a queue enqueues firings")
+    }
+
+    /// The seam let go of this receiver, with none of its locks held.
+    func released() {}
+}

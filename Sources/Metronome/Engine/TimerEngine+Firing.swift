@@ -1,0 +1,90 @@
+internal import CMetronome
+@preconcurrency import Dispatch
+import Glibc
+
+/// The engine as a seam: an arming is a C timer whose context is the receiver, retained
+/// until the timer is retired. A receiver keeps its C timer from one arming to the next,
+/// so arming, re-arming and moving are one C call each (a later deadline on the same clock
+/// in O(1)), and a firing reaches its receiver through that one pointer.
+extension TimerEngine: TimerFiring {
+    var backend: SafeDispatchTimer.Backend { .engine(self) }
+
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: FiringReceiver, replacing previous: UInt64?)
+        throws(TimerError) -> UInt64
+    {
+        // An engine that failed to start is one that can arm nothing.
+        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_arm") }
+        let deadline = schedule.deadlineNanoseconds
+        let leeway = schedule.leewayNanoseconds
+        if let previous {
+            var moved: mtr_timer_id = 0
+            let code = mtr_timer_move(
+                raw, previous, clock.coreClock, deadline, schedule.periodNanoseconds ?? 0, leeway, &moved)
+            if code == 0 { return moved }
+            _ = mtr_timer_cancel(raw, previous)
+            guard code == ERANGE else { throw TimerError(code: code, operation: "mtr_timer_move") }
+            // Its ids are spent: a new C timer takes over. The old one's release reaches
+            // the receiver, whose lock the caller holds, so it is retired elsewhere.
+            DispatchQueue.global().async { self.retire(previous) }
+        }
+        let context = Unmanaged.passRetained(receiver)
+        var id: mtr_timer_id = 0
+        do {
+            try coreCall("mtr_timer_create") { mtr_timer_create(raw, context.toOpaque(), &id) }
+        } catch {
+            context.release()
+            throw error
+        }
+        do {
+            if let period = schedule.periodNanoseconds {
+                try coreCall("mtr_timer_arm_repeating") {
+                    mtr_timer_arm_repeating(raw, id, clock.coreClock, deadline, period, leeway)
+                }
+            } else {
+                try coreCall("mtr_timer_arm_once") { mtr_timer_arm_once(raw, id, clock.coreClock, deadline, leeway) }
+            }
+        } catch {
+            // Released unlocked, as above; the context outlives this call through the caller.
+            DispatchQueue.global().async { [id] in self.retire(id) }
+            throw error
+        }
+        return id
+    }
+
+    /// The id is always one this engine handed out, so the only answer is 0.
+    func disarm(_ arming: UInt64) {
+        if let raw = self.raw { _ = mtr_timer_cancel(raw, arming) }
+    }
+
+    /// Destroys the C timer; the engine releases its receiver once no callback of it runs.
+    func retire(_ arming: UInt64) {
+        if let raw = self.raw { _ = mtr_timer_destroy(raw, arming) }
+    }
+}
+
+/// On the firing thread: hands the firing to its receiver, on the receiver's queue if it
+/// has one.
+let deliverFiring: mtr_fire_fn = { context, raw in
+    let firing = raw.pointee
+    let tick = Tick(
+        scheduled: TimerInstant(nanoseconds: firing.scheduled_ns),
+        fired: TimerInstant(nanoseconds: firing.fired_ns),
+        missed: Int(clamping: firing.missed),
+        sequence: firing.sequence
+    )
+    Unmanaged<FiringReceiver>.fromOpaque(context!)._withUnsafeGuaranteedRef { receiver in
+        if receiver.queue == nil {
+            receiver.receive(tick, from: firing.timer)
+        } else {
+            receiver.enqueue(tick, from: firing.timer)
+        }
+    }
+}
+
+/// Tells the receiver its arming is gone before letting go of it: this may be the last
+/// reference.
+let releaseReceiver: mtr_release_fn = { context in
+    let receiver = Unmanaged<FiringReceiver>.fromOpaque(context!)
+    receiver._withUnsafeGuaranteedRef { $0.released() }
+    receiver.release()
+}
