@@ -6,7 +6,7 @@ import Glibc
 /// firing with its arming's id. One per timer or expiry set.
 final class BackendFiring: TimerFiring {
     private let timerBackend: any TimerBackend
-    private let isDispatch: Bool
+    let backend: SafeDispatchTimer.Backend
 
     private struct Armings {
         var lastID: UInt64 = 0
@@ -15,13 +15,10 @@ final class BackendFiring: TimerFiring {
 
     private let armings = LockedBox(Armings())
 
-    init(_ backend: any TimerBackend, isDispatch: Bool = false) {
-        self.timerBackend = backend
-        self.isDispatch = isDispatch
-    }
-
-    var backend: SafeDispatchTimer.Backend {
-        self.isDispatch ? .dispatch : .custom(self.timerBackend)
+    /// - Parameter backend: `timerBackend` as the caller named it.
+    init(_ timerBackend: any TimerBackend, as backend: SafeDispatchTimer.Backend) {
+        self.timerBackend = timerBackend
+        self.backend = backend
     }
 
     func now(_ clock: TimerClock) -> Int64 {

@@ -11,34 +11,23 @@
 protocol TimerFiring: AnyObject, Sendable {
     /// The backend as the caller named it.
     var backend: SafeDispatchTimer.Backend { get }
-
     /// The current time on `clock`, in nanoseconds, as this seam's firings measure it.
     func now(_ clock: TimerClock) -> Int64
-
-    /// Arms `schedule`, replacing the arming `previous` (armed or disarmed) if there is one.
-    ///
-    /// - Returns: The id every firing of `schedule` carries; a firing of `previous` already
-    ///   under way carries the old one.
-    /// - Throws: Why the seam refused: `ESHUTDOWN` for an engine that was shut down,
-    ///   `ENOMEM` when memory ran out. `previous` is then disarmed.
+    /// Arms `schedule` in place of the arming `previous` (armed or not), if there is one,
+    /// and returns the id every firing of `schedule` carries. Throws why it refused
+    /// (`ESHUTDOWN` for an engine shut down, `ENOMEM`), with `previous` disarmed.
     func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: FiringReceiver, replacing previous: UInt64?)
         throws(TimerError) -> UInt64
-
     /// Stops `arming`'s firings; a later ``arm(_:clock:for:replacing:)`` may reuse it.
     /// Never waits for a running firing.
     func disarm(_ arming: UInt64)
-
     /// Lets go of `arming` for good. The engine releases its receiver here, so the caller
     /// holds none of the receiver's locks.
     func retire(_ arming: UInt64)
-
     /// Whether this seam has stopped for good: it dropped every arming and refuses new ones.
     var hasStopped: Bool { get }
-
-    /// Whether this seam is a dead copy in a forked child, whose locks a thread left behind
-    /// may hold.
+    /// Whether this seam is a dead copy in a forked child.
     var isInherited: Bool { get }
-
     /// The set a new ``ExpiringValue`` of `Value` joins.
     func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value>
 }
@@ -70,9 +59,8 @@ extension SafeDispatchTimer.Backend {
         switch self {
         case .engine(let engine): engine
         case .dispatch:
-            BackendFiring(
-                DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")), isDispatch: true)
-        case .custom(let backend): BackendFiring(backend)
+            BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")), as: self)
+        case .custom(let backend): BackendFiring(backend, as: self)
         }
     }
 }

@@ -4,8 +4,8 @@ import Glibc
 
 /// The engine as a seam: an arming is a C timer whose context is the receiver, retained
 /// until the timer is retired. A receiver keeps its C timer from one arming to the next,
-/// so arming, re-arming and moving are one C call each (a later deadline on the same clock
-/// in O(1)), and a firing reaches its receiver through that one pointer.
+/// so every arming after the first is one C call (`mtr_timer_move`: a later deadline on
+/// the same clock in O(1)), and a firing reaches its receiver through that one pointer.
 extension TimerEngine: TimerFiring {
     var backend: SafeDispatchTimer.Backend { .engine(self) }
 
@@ -13,39 +13,30 @@ extension TimerEngine: TimerFiring {
         throws(TimerError) -> UInt64
     {
         // An engine that failed to start is one that can arm nothing.
-        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_arm") }
-        let deadline = schedule.deadlineNanoseconds
-        let leeway = schedule.leewayNanoseconds
-        if let previous {
-            var moved: mtr_timer_id = 0
-            let code = mtr_timer_move(
-                raw, previous, clock.coreClock, deadline, schedule.periodNanoseconds ?? 0, leeway, &moved)
-            if code == 0 { return moved }
-            _ = mtr_timer_cancel(raw, previous)
-            guard code == ERANGE else { throw TimerError(code: code, operation: "mtr_timer_move") }
-            // Its ids are spent: a new C timer takes over. The old one's release reaches
-            // the receiver, whose lock the caller holds, so it is retired elsewhere.
-            DispatchQueue.global().async { self.retire(previous) }
-        }
+        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_move") }
+        var timer = previous ?? 0
+        if previous == nil { timer = try Self.create(raw, for: receiver) }
+        var moved: mtr_timer_id = 0
+        let code = mtr_timer_move(
+            raw, timer, clock.coreClock, schedule.deadlineNanoseconds, schedule.periodNanoseconds ?? 0,
+            schedule.leewayNanoseconds, &moved)
+        if code == 0 { return moved }
+        _ = mtr_timer_cancel(raw, timer)
+        guard previous == nil || code == ERANGE else { throw TimerError(code: code, operation: "mtr_timer_move") }
+        // Its release reaches the receiver, whose lock the caller holds: retired elsewhere.
+        DispatchQueue.global().async { self.retire(timer) }
+        // A timer whose ids are spent hands over to a new one.
+        guard previous != nil else { throw TimerError(code: code, operation: "mtr_timer_move") }
+        return try self.arm(schedule, clock: clock, for: receiver, replacing: nil)
+    }
+
+    private static func create(_ raw: OpaquePointer, for receiver: FiringReceiver) throws(TimerError) -> UInt64 {
         let context = Unmanaged.passRetained(receiver)
         var id: mtr_timer_id = 0
         do {
             try coreCall("mtr_timer_create") { mtr_timer_create(raw, context.toOpaque(), &id) }
         } catch {
             context.release()
-            throw error
-        }
-        do {
-            if let period = schedule.periodNanoseconds {
-                try coreCall("mtr_timer_arm_repeating") {
-                    mtr_timer_arm_repeating(raw, id, clock.coreClock, deadline, period, leeway)
-                }
-            } else {
-                try coreCall("mtr_timer_arm_once") { mtr_timer_arm_once(raw, id, clock.coreClock, deadline, leeway) }
-            }
-        } catch {
-            // Released unlocked, as above; the context outlives this call through the caller.
-            DispatchQueue.global().async { [id] in self.retire(id) }
             throw error
         }
         return id

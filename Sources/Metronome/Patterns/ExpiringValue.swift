@@ -7,10 +7,10 @@ import Synchronization
 /// read. The value waits in the list of the millisecond its expiry falls in, and all the
 /// values of one type due in that millisecond share one engine timer. When it fires and
 /// finds a value touched meanwhile, it moves the value to the millisecond of its new expiry:
-/// one move per lifetime, not per touch. The container is one object of about 100 bytes,
-/// with no lock, no timer and no ``SafeDispatchTimer`` of its own; its creation and its
-/// release take its list's lock for a moment: on an engine, the lock of the values of its
-/// type made on threads of the same engine shard.
+/// one move per lifetime, not per touch. The container is one small object, with no lock, no
+/// timer and no ``SafeDispatchTimer`` of its own; its creation and its release take its
+/// list's lock for a moment: on an engine, the lock of the values of its type made on
+/// threads of the same engine shard.
 ///
 /// The price of sharing is precision: on an engine a value ends up to a millisecond after its
 /// lifetime (and the engine's own lateness), never before. On any other backend each expiry

@@ -68,15 +68,11 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         self.firing.now(.monotonic)
     }
 
-    /// A copy of a dead engine: it arms nothing, and its lock may have been held by a
-    /// thread of the parent's that the fork left behind.
-    private var isInherited: Bool {
-        self.firing.isInherited
-    }
-
     /// Links a new value into the slot of its expiry.
     func insert(_ entry: Entry) {
-        guard !self.isInherited else { return }
+        // A copy of a dead engine arms nothing, and a thread the fork left behind may have
+        // held this lock.
+        guard !self.firing.isInherited else { return }
         let expiry = entry.expiry.load(ordering: .relaxed)
         self.slots.withLockedValue { slots in
             self.link(.passUnretained(entry), into: self.slot(of: expiry), of: &slots)
@@ -85,7 +81,7 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
 
     /// Unlinks a value that was ended or released: nothing fires for it afterwards.
     func remove(_ entry: Entry) {
-        guard !self.isInherited else { return }
+        guard !self.firing.isInherited else { return }
         let emptied = self.slots.withLockedValue { slots in self.unlink(.passUnretained(entry), from: &slots) }
         if let emptied { self.firing.retire(emptied) }
     }

@@ -196,17 +196,8 @@ public final class SafeDispatchTimer: Sendable {
     ) throws(TimerError) -> Bool {
         // A period or leeway past `Int64` nanoseconds is refused, as by the other forms, not
         // saturated into a different one.
-        var periodNanoseconds: Int64?
-        if let period {
-            guard let nanoseconds = period.representableNanoseconds else { return false }
-            periodNanoseconds = nanoseconds
-        }
-        guard let leewayNanoseconds = leeway.representableNanoseconds,
-            let schedule = TimerSchedule(
-                deadlineNanoseconds: deadline.nanoseconds,
-                periodNanoseconds: periodNanoseconds,
-                leewayNanoseconds: leewayNanoseconds
-            )
+        guard let leeway = leeway.representableNanoseconds,
+            let schedule = TimerCore.schedule(at: deadline.nanoseconds, every: period, leeway: leeway)
         else { return false }
         return try self.core.schedule(schedule, handler: handler)
     }

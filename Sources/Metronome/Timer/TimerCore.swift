@@ -104,21 +104,15 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         self.reschedule { leeway in Self.schedule(at: deadline, every: period, leeway: leeway) }
     }
 
-    /// `delay` from now on this timer's clock; `nil` for a negative delay or a deadline
-    /// past `Int64` nanoseconds.
-    private func deadline(after delay: Duration) -> Int64? {
-        Self.deadline(after: delay, from: self.now)
-    }
-
-    /// `delay` after the instant `now` reads, which is read only for a valid delay; `nil`
+    /// `delay` from now on this timer's clock, which is read only for a valid delay; `nil`
     /// for a negative delay or a deadline past `Int64` nanoseconds.
-    static func deadline(after delay: Duration, from now: () -> Int64) -> Int64? {
+    private func deadline(after delay: Duration) -> Int64? {
         guard delay >= .zero, let delay = delay.representableNanoseconds else { return nil }
-        let (deadline, overflow) = now().addingReportingOverflow(delay)
+        let (deadline, overflow) = self.now().addingReportingOverflow(delay)
         return overflow ? nil : deadline
     }
 
-    private static func schedule(at deadline: Int64, every period: Duration?, leeway: Int64) -> TimerSchedule? {
+    static func schedule(at deadline: Int64, every period: Duration?, leeway: Int64) -> TimerSchedule? {
         var periodNanoseconds: Int64?
         if let period {
             // A period too long for `Int64` is refused, not saturated into a different one.

@@ -23,6 +23,16 @@ struct TimerStateMachine {
         case suspended(TimerSchedule)
         /// Cancelled by the caller; may be scheduled again.
         case cancelled
+
+        /// The state as ``SafeDispatchTimer`` reports it.
+        var `public`: SafeDispatchTimer.State {
+            switch self {
+            case .idle: .idle
+            case .running: .running
+            case .suspended: .suspended
+            case .cancelled: .cancelled
+            }
+        }
     }
 
     /// The current state.
@@ -197,18 +207,6 @@ struct TimerStateMachine {
     private mutating func start(_ schedule: TimerSchedule) {
         self.state = .running(schedule)
         self.lastDelivered = .min
-    }
-}
-
-extension TimerStateMachine.State {
-    /// The state as ``SafeDispatchTimer`` reports it.
-    var `public`: SafeDispatchTimer.State {
-        switch self {
-        case .idle: .idle
-        case .running: .running
-        case .suspended: .suspended
-        case .cancelled: .cancelled
-        }
     }
 }
 
