@@ -24,7 +24,7 @@ extension TimerEngine: TimerFiring {
         _ = mtr_timer_cancel(raw, timer)
         guard previous == nil || code == ERANGE else { throw TimerError(code: code, operation: "mtr_timer_move") }
         // Its release reaches the receiver, whose lock the caller holds: retired elsewhere.
-        DispatchQueue.global().async { self.retire(timer) }
+        DispatchQueue.global().async { [timer] in self.retire(timer) }
         // A timer whose ids are spent hands over to a new one.
         guard previous != nil else { throw TimerError(code: code, operation: "mtr_timer_move") }
         return try self.arm(schedule, clock: clock, for: receiver, replacing: nil)
