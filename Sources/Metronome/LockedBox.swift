@@ -11,30 +11,41 @@ import Glibc
 /// backend's arming while holding its own lock; nothing ever takes a timer's lock while
 /// holding a backend's.
 package struct LockedBox<Value>: @unchecked Sendable {
-    private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
-        deinit {
-            self.withUnsafeMutablePointerToElements { mutex in
-                pthread_mutex_destroy(mutex)
-                mutex.deinitialize(count: 1)
-            }
-            // ManagedBuffer destroys the header (the value) itself.
-        }
-    }
-
-    private let storage: Storage
+    private let buffer: LockedBuffer<Value>
 
     package init(_ value: Value) {
-        let buffer = Storage.create(minimumCapacity: 1) { _ in value }
+        self.buffer = LockedBuffer.make(value)
+    }
+
+    package func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try self.buffer.withLockedValue(body)
+    }
+}
+
+/// The object behind ``LockedBox``, which a timer's core extends so that its state and its
+/// lock share the one object a firing reaches.
+class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+    /// A buffer of this class holding `value`, its mutex initialized.
+    static func make(_ value: Value) -> Self {
+        let buffer = Self.create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
             pthread_mutex_init(mutex, nil)
         }
-        // `create` returns the base class type; the instance is our subclass.
-        self.storage = unsafeDowncast(buffer, to: Storage.self)
+        // `create` returns the base class type; the instance is of the class it was asked on.
+        return unsafeDowncast(buffer, to: Self.self)
     }
 
-    package func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try self.storage.withUnsafeMutablePointers { value, mutex in
+    deinit {
+        self.withUnsafeMutablePointerToElements { mutex in
+            pthread_mutex_destroy(mutex)
+            mutex.deinitialize(count: 1)
+        }
+        // ManagedBuffer destroys the header (the value) itself.
+    }
+
+    final func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try self.withUnsafeMutablePointers { value, mutex in
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
             return try body(&value.pointee)

@@ -25,7 +25,7 @@ final class BackendFiring: TimerFiring {
         self.timerBackend.now(clock)
     }
 
-    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: FiringReceiver, replacing previous: UInt64?)
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
         throws(TimerError) -> UInt64
     {
         if let previous { self.disarm(previous) }
@@ -33,10 +33,9 @@ final class BackendFiring: TimerFiring {
             armings.lastID += 1
             return armings.lastID
         }
-        // Held weakly: what a backend keeps never keeps the timer alive, so dropping the
-        // timer cancels it.
-        let handle = self.timerBackend.arm(schedule, clock: clock, queue: receiver.queue) { [weak receiver] tick in
-            receiver?.receive(tick, from: id)
+        let target = WeakTimer(core: receiver)
+        let handle = self.timerBackend.arm(schedule, clock: clock, queue: receiver.queue) { tick in
+            target.core?.receive(tick, from: id)
         }
         // A backend says only that it can arm no more, as an engine that was shut down.
         guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }
@@ -47,4 +46,10 @@ final class BackendFiring: TimerFiring {
     func disarm(_ arming: UInt64) {
         self.armings.withLockedValue { $0.handles.removeValue(forKey: arming) }?.disarm()
     }
+}
+
+/// A timer held weakly: what a backend keeps never keeps the timer alive, so dropping the
+/// timer cancels it. Unchecked as ``TimerCore`` is.
+private struct WeakTimer: @unchecked Sendable {
+    weak var core: TimerCore?
 }

@@ -1,12 +1,12 @@
 @preconcurrency import Dispatch
 
-/// What fires timers, as a timer and an expiry set see it: the engine, or a public
-/// ``TimerBackend`` (GCD, a test double) through ``BackendFiring``.
+/// What fires timers, as a timer sees it: the engine, or a public ``TimerBackend`` (GCD, a
+/// test double) through ``BackendFiring``.
 ///
-/// An arming is named by an id that each of its firings carries; the receiver runs a firing
-/// only for the arming it recorded last. The receiver arms under its own lock and records
-/// the id before unlocking, so the first firing always finds it: a seam never fires from
-/// inside ``arm(_:clock:for:replacing:)`` and never calls back into a receiver from inside
+/// An arming is named by an id that each of its firings carries; the timer runs a firing
+/// only for the arming it recorded last. The timer arms under its own lock and records the
+/// id before unlocking, so the first firing always finds it: a seam never fires from inside
+/// ``arm(_:clock:for:replacing:)`` and never calls back into a timer from inside
 /// ``arm(_:clock:for:replacing:)`` or ``disarm(_:)``.
 protocol TimerFiring: AnyObject, Sendable {
     /// The backend as the caller named it.
@@ -16,13 +16,13 @@ protocol TimerFiring: AnyObject, Sendable {
     /// Arms `schedule` in place of the arming `previous` (armed or not), if there is one,
     /// and returns the id every firing of `schedule` carries. Throws why it refused
     /// (`ESHUTDOWN` for an engine shut down, `ENOMEM`), with `previous` disarmed.
-    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: FiringReceiver, replacing previous: UInt64?)
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
         throws(TimerError) -> UInt64
     /// Stops `arming`'s firings; a later ``arm(_:clock:for:replacing:)`` may reuse it.
     /// Never waits for a running firing.
     func disarm(_ arming: UInt64)
-    /// Lets go of `arming` for good. The engine releases its receiver here, so the caller
-    /// holds none of the receiver's locks.
+    /// Lets go of `arming` for good. The engine releases its timer here, so the caller
+    /// holds none of the timer's locks.
     func retire(_ arming: UInt64)
     /// Whether this seam has stopped for good: it dropped every arming and refuses new ones.
     var hasStopped: Bool { get }
@@ -63,31 +63,4 @@ extension SafeDispatchTimer.Backend {
         case .custom(let backend): BackendFiring(backend, as: self)
         }
     }
-}
-
-/// Where a seam delivers firings: a timer, or an expiry set.
-///
-/// A class rather than a protocol so that the engine carries it as its C timers' context
-/// and reaches ``receive(_:from:)`` through one pointer and one table lookup.
-class FiringReceiver: @unchecked Sendable {
-    /// Where firings are delivered; `nil` means on the seam's own thread.
-    final let queue: DispatchQueue?
-
-    init(queue: DispatchQueue?) {
-        self.queue = queue
-    }
-
-    /// A firing of `arming`, on ``queue``.
-    func receive(_ tick: Tick, from arming: UInt64) {
-        preconditionFailure("a FiringReceiver subclass receives firings")
-    }
-
-    /// A firing of `arming` on a seam's own thread, for a receiver with a ``queue``: to be
-    /// taken there.
-    func enqueue(_ tick: Tick, from arming: UInt64) {
-        preconditionFailure("a FiringReceiver with a queue enqueues firings")
-    }
-
-    /// The seam let go of this receiver, with none of its locks held.
-    func released() {}
 }

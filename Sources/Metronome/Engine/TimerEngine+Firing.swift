@@ -9,7 +9,7 @@ import Glibc
 extension TimerEngine: TimerFiring {
     var backend: SafeDispatchTimer.Backend { .engine(self) }
 
-    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: FiringReceiver, replacing previous: UInt64?)
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
         throws(TimerError) -> UInt64
     {
         // An engine that failed to start is one that can arm nothing.
@@ -30,7 +30,7 @@ extension TimerEngine: TimerFiring {
         return try self.arm(schedule, clock: clock, for: receiver, replacing: nil)
     }
 
-    private static func create(_ raw: OpaquePointer, for receiver: FiringReceiver) throws(TimerError) -> UInt64 {
+    private static func create(_ raw: OpaquePointer, for receiver: TimerCore) throws(TimerError) -> UInt64 {
         let context = Unmanaged.passRetained(receiver)
         var id: mtr_timer_id = 0
         do {
@@ -63,7 +63,7 @@ let deliverFiring: mtr_fire_fn = { context, raw in
         missed: Int(clamping: firing.missed),
         sequence: firing.sequence
     )
-    Unmanaged<FiringReceiver>.fromOpaque(context!)._withUnsafeGuaranteedRef { receiver in
+    Unmanaged<TimerCore>.fromOpaque(context!)._withUnsafeGuaranteedRef { receiver in
         if receiver.queue == nil {
             receiver.receive(tick, from: firing.timer)
         } else {
@@ -75,7 +75,7 @@ let deliverFiring: mtr_fire_fn = { context, raw in
 /// Tells the receiver its arming is gone before letting go of it: this may be the last
 /// reference.
 let releaseReceiver: mtr_release_fn = { context in
-    let receiver = Unmanaged<FiringReceiver>.fromOpaque(context!)
+    let receiver = Unmanaged<TimerCore>.fromOpaque(context!)
     receiver._withUnsafeGuaranteedRef { $0.released() }
     receiver.release()
 }

@@ -78,7 +78,8 @@ public final class SafeDispatchTimer: Sendable {
         }
     }
 
-    private let core: TimerCore
+    /// Safe from any thread behind its own lock (see ``TimerCore``).
+    nonisolated(unsafe) private let core: TimerCore
 
     /// The clock the timer's deadlines are measured on.
     public let clock: TimerClock
@@ -94,7 +95,7 @@ public final class SafeDispatchTimer: Sendable {
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
-        self.core = TimerCore(queue: queue, firing: backend.firing, clock: clock)
+        self.core = TimerCore.make(queue: queue, firing: backend.firing, clock: clock)
         self.clock = clock
     }
 

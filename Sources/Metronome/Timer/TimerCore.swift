@@ -8,20 +8,36 @@ internal import CMetronome
 /// A handler may call back into its timer, and `cancelAndWait` waits for handlers that take
 /// the same lock. Nothing an arming hands out keeps the ``SafeDispatchTimer`` alive, so a
 /// dropped timer is cancelled by its deinit rather than kept alive by its own schedule.
-// Unchecked: its superclass cannot be checked, and its mutable state is behind its lock.
-final class TimerCore: FiringReceiver, @unchecked Sendable {
-    /// What fires this timer.
-    let firing: any TimerFiring
-    let clock: TimerClock
-    private let storage: LockedBox<Storage>
+///
+/// The engine holds it as its C timer's context, and a firing reaches the timer's lock and
+/// state in this one object.
+///
+/// Not `Sendable`, as no `ManagedBuffer` can be, though it is safe from any thread: its
+/// mutable state is behind its lock. Its holders say so with `nonisolated(unsafe)`.
+final class TimerCore: LockedBuffer<TimerState> {
+    typealias Storage = TimerState
+    typealias Handler = TimerState.Handler
+    typealias HandlerWaiter = TimerState.HandlerWaiter
+    typealias Firing = TimerState.Firing
 
-    init(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) {
-        self.firing = firing
-        self.clock = clock
-        self.storage = LockedBox(Storage())
-        super.init(queue: queue)
+    static func make(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
         // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
         mtr_fork_watch()
+        return Self.make(TimerState(firing: firing, queue: queue, clock: clock))
+    }
+
+    /// What fires this timer.
+    var firing: any TimerFiring {
+        self.withUnsafeMutablePointerToHeader { $0.pointee.firing }
+    }
+
+    var clock: TimerClock {
+        self.withUnsafeMutablePointerToHeader { $0.pointee.clock }
+    }
+
+    /// Where handlers run; `nil` means on the backend's own thread.
+    var queue: DispatchQueue? {
+        self.withUnsafeMutablePointerToHeader { $0.pointee.queue }
     }
 
     /// The schedule of a running or suspended timer, otherwise `nil`.
@@ -214,9 +230,10 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
         }
     }
 
-    /// The seam let go of this timer: if it stopped for good, the timer is cancelled and
-    /// lets go of its handler, as a cancel would. Otherwise the owner retired it.
-    override func released() {
+    /// The seam let go of this timer, with none of its locks held: if it stopped for good,
+    /// the timer is cancelled and lets go of its handler, as a cancel would. Otherwise the
+    /// owner retired it.
+    func released() {
         guard self.firing.hasStopped else { return }
         self.withLockedStorage { storage in
             storage.machine.abandon()
@@ -228,7 +245,7 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
     /// back into this timer.
     private func withLockedStorage<Result>(_ body: (inout Storage) -> Result) -> Result {
-        let (result, stopped) = self.storage.withLockedValue { storage in
+        let (result, stopped) = self.withLockedValue { storage in
             let result = body(&storage)
             return (result, storage.takeHandlerIfStopped())
         }
@@ -247,17 +264,18 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
     }
 
     /// A firing of `arming`, on the timer's queue (or the seam's thread without one).
-    override func receive(_ tick: Tick, from arming: UInt64) {
+    func receive(_ tick: Tick, from arming: UInt64) {
         self.deliver(Firing(tick: tick, arming: arming), admitted: false)
     }
 
     /// A firing of `arming` on the engine's firing thread, for a timer with a queue: it goes
     /// to the queue unless one of this timer's is on its way or running, and then waits.
-    override func enqueue(_ tick: Tick, from arming: UInt64) {
+    func enqueue(_ tick: Tick, from arming: UInt64) {
         let firing = Firing(tick: tick, arming: arming)
         let fork = mtr_fork_generation()
         guard self.withLockedStorage({ $0.admit(firing, inFork: fork) }) else { return }
-        self.queue?.async { self.deliver(firing, admitted: true) }
+        nonisolated(unsafe) let core = self
+        self.queue?.async { core.deliver(firing, admitted: true) }
     }
 
     /// Runs `firing` (admitting it first unless `admitted` on its way to the queue), then
@@ -293,7 +311,8 @@ final class TimerCore: FiringReceiver, @unchecked Sendable {
             admitted = true
             if running != nil { next = self.run(&running, firing.tick, inFork: fork) }
             if let following = next, let queue {
-                queue.async { self.deliver(following, admitted: true) }
+                nonisolated(unsafe) let core = self
+                queue.async { core.deliver(following, admitted: true) }
                 return
             }
         }
