@@ -6,10 +6,10 @@ import Glibc
 /// NIO's `NIOLockedValueBox` pattern: one `ManagedBuffer` holds the value with the mutex
 /// tail-allocated after it, at an address that never moves. Copies share the one buffer.
 ///
-/// Lock order: a timer's lock, then a lock of its backend (for the engine, a C shard lock,
-/// which C never holds while calling back into Swift). So a timer arms and moves its
-/// backend's arming while holding its own lock; nothing ever takes a timer's lock while
-/// holding a backend's.
+/// Lock order: an expiry set's lock, then a timer's, then a lock of the timer's backend (for
+/// the engine, a C shard lock, which C never holds while calling back into Swift). So a
+/// timer arms and moves its backend's arming while holding its own lock, and no lock is
+/// taken while holding one later in this order.
 package struct LockedBox<Value>: @unchecked Sendable {
     private let buffer: LockedBuffer<Value>
 
@@ -25,14 +25,13 @@ package struct LockedBox<Value>: @unchecked Sendable {
 /// The object behind ``LockedBox``, which a timer's core extends so that its state and its
 /// lock share the one object a firing reaches.
 class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
-    /// A buffer of this class holding `value`, its mutex initialized.
     static func make(_ value: Value) -> Self {
         let buffer = Self.create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
             pthread_mutex_init(mutex, nil)
         }
-        // `create` returns the base class type; the instance is of the class it was asked on.
+        // `create` makes an instance of the class it is called on, typed as the base class.
         return unsafeDowncast(buffer, to: Self.self)
     }
 

@@ -57,7 +57,8 @@ struct ReferenceModel {
 
     mutating func apply(_ event: RandomEvent) -> Outcome {
         switch (event, self.phase) {
-        case (.schedule(let schedule), .idle) where !self.closed, (.schedule(let schedule), .cancelled) where !self.closed:
+        case (.schedule(let schedule), .idle) where !self.closed,
+            (.schedule(let schedule), .cancelled) where !self.closed:
             self.fallback = self.phase
             self.phase = .running(repeating: schedule.isRepeating)
             return .arm

@@ -15,30 +15,16 @@ internal import CMetronome
 /// Not `Sendable`, as no `ManagedBuffer` can be, though it is safe from any thread: its
 /// mutable state is behind its lock. Its holders say so with `nonisolated(unsafe)`.
 final class TimerCore: LockedBuffer<TimerState> {
-    typealias Storage = TimerState
-    typealias Handler = TimerState.Handler
-    typealias HandlerWaiter = TimerState.HandlerWaiter
-    typealias Firing = TimerState.Firing
-
     static func make(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
         // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
         mtr_fork_watch()
         return Self.make(TimerState(firing: firing, queue: queue, clock: clock))
     }
 
-    /// What fires this timer.
-    var firing: any TimerFiring {
-        self.withUnsafeMutablePointerToHeader { $0.pointee.firing }
-    }
-
-    var clock: TimerClock {
-        self.withUnsafeMutablePointerToHeader { $0.pointee.clock }
-    }
-
-    /// Where handlers run; `nil` means on the backend's own thread.
-    var queue: DispatchQueue? {
-        self.withUnsafeMutablePointerToHeader { $0.pointee.queue }
-    }
+    // Set once at creation: read without the lock.
+    var firing: any TimerFiring { self.withUnsafeMutablePointerToHeader { $0.pointee.firing } }
+    var clock: TimerClock { self.withUnsafeMutablePointerToHeader { $0.pointee.clock } }
+    var queue: DispatchQueue? { self.withUnsafeMutablePointerToHeader { $0.pointee.queue } }
 
     /// The schedule of a running or suspended timer, otherwise `nil`.
     var schedule: TimerSchedule? {
@@ -91,7 +77,7 @@ final class TimerCore: LockedBuffer<TimerState> {
     func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
         let outcome = self.withLockedStorage { storage -> Result<Bool, TimerError> in
             guard case .arm(let schedule) = storage.machine.schedule(schedule) else { return .success(false) }
-            storage.handler = Handler(run: handler)
+            storage.handler = TimerState.Handler(run: handler)
             return self.arm(schedule, &storage)
         }
         return try outcome.get()
@@ -105,9 +91,8 @@ final class TimerCore: LockedBuffer<TimerState> {
     }
 
     func schedule(after delay: Duration, every period: Duration?, leeway: Duration) -> TimerSchedule? {
-        guard let deadline = self.deadline(after: delay), let leeway = leeway.representableNanoseconds else {
-            return nil
-        }
+        guard let deadline = self.deadline(after: delay), let leeway = leeway.representableNanoseconds
+        else { return nil }
         return Self.schedule(at: deadline, every: period, leeway: leeway)
     }
 
@@ -129,14 +114,11 @@ final class TimerCore: LockedBuffer<TimerState> {
     }
 
     static func schedule(at deadline: Int64, every period: Duration?, leeway: Int64) -> TimerSchedule? {
-        var periodNanoseconds: Int64?
-        if let period {
-            // A period too long for `Int64` is refused, not saturated into a different one.
-            guard let nanoseconds = period.representableNanoseconds else { return nil }
-            periodNanoseconds = nanoseconds
-        }
+        // A period too long for `Int64` is refused, not saturated into a different one.
+        let periodNanoseconds = period.map { $0.representableNanoseconds }
+        if periodNanoseconds == .some(nil) { return nil }
         return TimerSchedule(
-            deadlineNanoseconds: deadline, periodNanoseconds: periodNanoseconds, leewayNanoseconds: leeway)
+            deadlineNanoseconds: deadline, periodNanoseconds: periodNanoseconds ?? nil, leewayNanoseconds: leeway)
     }
 
     /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
@@ -178,7 +160,7 @@ final class TimerCore: LockedBuffer<TimerState> {
     func cancelAndWait() {
         _ = self.cancel()
         guard !CurrentHandler.isRunning(for: self) else { return }
-        self.waitForHandlers { () -> (HandlerWaiter, DispatchSemaphore) in
+        self.waitForHandlers { () -> (TimerState.HandlerWaiter, DispatchSemaphore) in
             let semaphore = DispatchSemaphore(value: 0)
             return (.blocked(semaphore), semaphore)
         }?.wait()
@@ -193,7 +175,7 @@ final class TimerCore: LockedBuffer<TimerState> {
 
     /// Queues the waiter `makeWaiter` builds, and returns what comes with it, only while a
     /// handler runs; `nil` when none does, and nothing is made.
-    private func waitForHandlers<Wait>(_ makeWaiter: () -> (HandlerWaiter, Wait)) -> Wait? {
+    private func waitForHandlers<Wait>(_ makeWaiter: () -> (TimerState.HandlerWaiter, Wait)) -> Wait? {
         let fork = mtr_fork_generation()
         return self.withLockedStorage { storage in
             guard storage.isHandlerRunning, storage.isBusy(inFork: fork) else { return nil }
@@ -210,7 +192,7 @@ final class TimerCore: LockedBuffer<TimerState> {
 
     /// Arms `schedule` in place of the current arming, under the lock, and records the new
     /// arming before any of its firings can look for it. A refusal stops the timer.
-    private func arm(_ schedule: TimerSchedule, _ storage: inout Storage) -> Result<Bool, TimerError> {
+    private func arm(_ schedule: TimerSchedule, _ storage: inout TimerState) -> Result<Bool, TimerError> {
         do {
             storage.arming = try self.firing.arm(schedule, clock: self.clock, for: self, replacing: storage.arming)
             return .success(true)
@@ -220,7 +202,7 @@ final class TimerCore: LockedBuffer<TimerState> {
         }
     }
 
-    private func carryOut(_ stop: TimerStateMachine.StopAction, _ storage: inout Storage) -> Bool {
+    private func carryOut(_ stop: TimerStateMachine.StopAction, _ storage: inout TimerState) -> Bool {
         switch stop {
         case .disarm:
             if let arming = storage.arming { self.firing.disarm(arming) }
@@ -244,7 +226,7 @@ final class TimerCore: LockedBuffer<TimerState> {
     /// Runs `body` under the lock. A handler the timer no longer needs (see
     /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
     /// back into this timer.
-    private func withLockedStorage<Result>(_ body: (inout Storage) -> Result) -> Result {
+    private func withLockedStorage<Result>(_ body: (inout TimerState) -> Result) -> Result {
         let (result, stopped) = self.withLockedValue { storage in
             let result = body(&storage)
             return (result, storage.takeHandlerIfStopped())
@@ -265,13 +247,13 @@ final class TimerCore: LockedBuffer<TimerState> {
 
     /// A firing of `arming`, on the timer's queue (or the seam's thread without one).
     func receive(_ tick: Tick, from arming: UInt64) {
-        self.deliver(Firing(tick: tick, arming: arming), admitted: false)
+        self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false)
     }
 
     /// A firing of `arming` on the engine's firing thread, for a timer with a queue: it goes
     /// to the queue unless one of this timer's is on its way or running, and then waits.
     func enqueue(_ tick: Tick, from arming: UInt64) {
-        let firing = Firing(tick: tick, arming: arming)
+        let firing = TimerState.Firing(tick: tick, arming: arming)
         let fork = mtr_fork_generation()
         guard self.withLockedStorage({ $0.admit(firing, inFork: fork) }) else { return }
         nonisolated(unsafe) let core = self
@@ -286,14 +268,14 @@ final class TimerCore: LockedBuffer<TimerState> {
     /// never holds a serial queue for good.
     ///
     /// Runs the handler if the firing is the current arming's.
-    private func deliver(_ firing: Firing, admitted: Bool) {
+    private func deliver(_ firing: TimerState.Firing, admitted: Bool) {
         let fork = mtr_fork_generation()
         let queue = admitted ? self.queue : nil
-        var next: Firing? = firing
+        var next: TimerState.Firing? = firing
         var admitted = admitted
         while let firing = next {
-            var running: Handler?
-            next = self.withLockedStorage { storage -> Firing? in
+            var running: TimerState.Handler?
+            next = self.withLockedStorage { storage -> TimerState.Firing? in
                 guard admitted || storage.admit(firing, inFork: fork) else { return nil }
                 if storage.arming == firing.arming,
                     storage.machine.fired(scheduled: firing.tick.scheduled.nanoseconds) == .runHandler
@@ -319,7 +301,7 @@ final class TimerCore: LockedBuffer<TimerState> {
     }
 
     /// Runs the handler, then ends the firing's turn: returns the firing that waited.
-    private func run(_ running: inout Handler?, _ tick: Tick, inFork fork: UInt32) -> Firing? {
+    private func run(_ running: inout TimerState.Handler?, _ tick: Tick, inFork fork: UInt32) -> TimerState.Firing? {
         // Released while the handler still counts as running: its captures' deinits have
         // run when `cancelAndWait` returns, and one that calls `cancelAndWait` on this
         // timer returns at once instead of waiting for itself.

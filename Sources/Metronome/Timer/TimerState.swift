@@ -4,12 +4,12 @@
 /// lock the machine, the handler, and the delivery that keeps one timer's handlers from
 /// overlapping.
 struct TimerState {
+    // Ordered to leave no padding and to keep what a reschedule reaches near the mutex.
+
     /// What fires the timer; set once, read without the lock.
     let firing: any TimerFiring
     /// Where handlers run; set once, read without the lock.
     let queue: DispatchQueue?
-    /// The clock of the timer's deadlines; set once, read without the lock.
-    let clock: TimerClock
 
     /// The user's handler, wrapped so that passing it out of the lock's generic closure
     /// does not re-abstract (and allocate) it on every firing.
@@ -55,9 +55,10 @@ struct TimerState {
         var firing: Firing?
     }
 
-    // Reached only under the lock.
+    // The rest is reached only under the lock.
 
-    var machine = TimerStateMachine()
+    var handler: Handler?
+    var waiting: Waiting?
     /// The id of the timer's latest arming, armed or disarmed: the one whose firings
     /// run the handler while the timer runs, and the one the next arming replaces.
     var arming: UInt64?
@@ -67,11 +68,12 @@ struct TimerState {
     /// concurrent queue) and a slow handler never has stale firings queued behind it.
     var isDelivering = false
     var isHandlerRunning = false
+    /// The clock of the timer's deadlines; set once, read without the lock.
+    let clock: TimerClock
     /// The process's fork count (`mtr_fork_generation`) when the delivery began: in a
     /// child forked meanwhile, no thread delivers it, so it is over there.
     var deliveringInFork: UInt32 = 0
-    var handler: Handler?
-    var waiting: Waiting?
+    var machine = TimerStateMachine()
 
     /// Whether a delivery is under way in the process of fork count `fork`.
     func isBusy(inFork fork: UInt32) -> Bool {
