@@ -44,10 +44,16 @@ class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
     }
 
     final func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try self.withLock { try body(&$0.pointee) }
+    }
+
+    /// Runs `body` holding the mutex, with the value's address: a holder that locks only a
+    /// part of the value reaches that part alone, and others may read the rest unlocked.
+    final func withLock<Result>(_ body: (UnsafeMutablePointer<Value>) throws -> Result) rethrows -> Result {
         try self.withUnsafeMutablePointers { value, mutex in
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
-            return try body(&value.pointee)
+            return try body(value)
         }
     }
 }

@@ -22,23 +22,23 @@ extension TimerEngine: TimerFiring {
             schedule.leewayNanoseconds, &moved)
         if code == 0 { return moved }
         _ = mtr_timer_cancel(raw, timer)
-        guard previous == nil || code == ERANGE else { throw TimerError(code: code, operation: "mtr_timer_move") }
-        // Its release reaches the receiver, whose lock the caller holds: retired elsewhere.
-        DispatchQueue.global().async { [timer] in self.retire(timer) }
-        // A timer whose ids are spent hands over to a new one.
-        guard previous != nil else { throw TimerError(code: code, operation: "mtr_timer_move") }
-        return try self.arm(schedule, clock: clock, for: receiver, replacing: nil)
+        // A C timer whose ids are spent hands over to a new one, once that one is armed.
+        var fresh: UInt64?
+        if previous != nil, code == ERANGE {
+            fresh = try self.arm(schedule, clock: clock, for: receiver, replacing: nil)
+        }
+        // Given up, retired elsewhere: its release takes the receiver's lock, held here.
+        if previous == nil || fresh != nil { DispatchQueue.global().async { [timer] in self.retire(timer) } }
+        guard let fresh else { throw TimerError(code: code, operation: "mtr_timer_move") }
+        return fresh
     }
 
     private static func create(_ raw: OpaquePointer, for receiver: TimerCore) throws(TimerError) -> UInt64 {
         let context = Unmanaged.passRetained(receiver)
         var id: mtr_timer_id = 0
-        do {
-            try coreCall("mtr_timer_create") { mtr_timer_create(raw, context.toOpaque(), &id) }
-        } catch {
-            context.release()
-            throw error
-        }
+        let code = mtr_timer_create(raw, context.toOpaque(), &id)
+        if code != 0 { context.release() }
+        try coreCall("mtr_timer_create") { code }
         return id
     }
 

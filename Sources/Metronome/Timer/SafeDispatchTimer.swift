@@ -109,8 +109,7 @@ public final class SafeDispatchTimer: Sendable {
     }
 
     /// Cancels the timer for good, before or after it is scheduled: a later `schedule`
-    /// returns `false`. The helpers built on timers hand this to other threads, so that a
-    /// cancellation racing their arming wins either way.
+    /// returns `false`, so a cancellation from another thread wins a race with an arming.
     func close() {
         self.core.close()
     }

@@ -7,18 +7,15 @@ internal import CMetronome
 ///
 /// A handler may call back into its timer, and `cancelAndWait` waits for handlers that take
 /// the same lock. Nothing an arming hands out keeps the ``SafeDispatchTimer`` alive, so a
-/// dropped timer is cancelled by its deinit rather than kept alive by its own schedule.
-///
-/// The engine holds it as its C timer's context, and a firing reaches the timer's lock and
-/// state in this one object.
-///
-/// Not `Sendable`, as no `ManagedBuffer` can be, though it is safe from any thread: its
-/// mutable state is behind its lock. Its holders say so with `nonisolated(unsafe)`.
-final class TimerCore: LockedBuffer<TimerState> {
+/// dropped timer is cancelled by its deinit rather than kept alive by its own schedule. The
+/// engine holds the core as its C timer's context: a firing finds the lock and the state in
+/// this one object. No `ManagedBuffer` can be `Sendable`, so its holders say with
+/// `nonisolated(unsafe)` that it is safe from any thread: its mutable state is behind its lock.
+final class TimerCore: LockedBuffer<TimerCoreContents> {
     static func make(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
         // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
         mtr_fork_watch()
-        return Self.make(TimerState(firing: firing, queue: queue, clock: clock))
+        return Self.make(TimerCoreContents(firing: firing, queue: queue, clock: clock))
     }
 
     // Set once at creation: read without the lock.
@@ -227,9 +224,10 @@ final class TimerCore: LockedBuffer<TimerState> {
     /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
     /// back into this timer.
     private func withLockedStorage<Result>(_ body: (inout TimerState) -> Result) -> Result {
-        let (result, stopped) = self.withLockedValue { storage in
-            let result = body(&storage)
-            return (result, storage.takeHandlerIfStopped())
+        // Only the state, reached through its own address: the rest is read without the lock.
+        let (result, stopped) = self.withLock { contents in
+            let state = contents.pointer(to: \.state)!
+            return (body(&state.pointee), state.pointee.takeHandlerIfStopped())
         }
         withExtendedLifetime(stopped) {}
         return result

@@ -1,15 +1,17 @@
 @preconcurrency import Dispatch
 
-/// What a ``TimerCore`` holds: the backend, queue and clock it was made with, and under its
-/// lock the machine, the handler, and the delivery that keeps one timer's handlers from
-/// overlapping.
-struct TimerState {
-    // Ordered to leave no padding and to keep what a reschedule reaches near the mutex.
-
-    /// What fires the timer; set once, read without the lock.
+/// What a ``TimerCore`` holds: the backend, queue and clock it was made with, read without
+/// the lock, and its state, reached only under it.
+struct TimerCoreContents {
     let firing: any TimerFiring
-    /// Where handlers run; set once, read without the lock.
     let queue: DispatchQueue?
+    let clock: TimerClock
+    var state = TimerState()
+}
+
+/// The machine, the handler, and the delivery that keeps one timer's handlers from overlapping.
+struct TimerState {
+    // Ordered to leave little padding and to keep what a reschedule reaches near the mutex.
 
     /// The user's handler, wrapped so that passing it out of the lock's generic closure
     /// does not re-abstract (and allocate) it on every firing.
@@ -55,8 +57,6 @@ struct TimerState {
         var firing: Firing?
     }
 
-    // The rest is reached only under the lock.
-
     var handler: Handler?
     var waiting: Waiting?
     /// The id of the timer's latest arming, armed or disarmed: the one whose firings
@@ -68,8 +68,6 @@ struct TimerState {
     /// concurrent queue) and a slow handler never has stale firings queued behind it.
     var isDelivering = false
     var isHandlerRunning = false
-    /// The clock of the timer's deadlines; set once, read without the lock.
-    let clock: TimerClock
     /// The process's fork count (`mtr_fork_generation`) when the delivery began: in a
     /// child forked meanwhile, no thread delivers it, so it is over there.
     var deliveringInFork: UInt32 = 0
