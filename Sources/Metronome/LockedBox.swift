@@ -47,8 +47,7 @@ class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
         try self.withLock { try body(&$0.pointee) }
     }
 
-    /// Runs `body` holding the mutex, with the value's address: a holder that locks only a
-    /// part of the value reaches that part alone, and others may read the rest unlocked.
+    /// Runs `body` holding the mutex, given the value's address, to reach only a part of it.
     final func withLock<Result>(_ body: (UnsafeMutablePointer<Value>) throws -> Result) rethrows -> Result {
         try self.withUnsafeMutablePointers { value, mutex in
             pthread_mutex_lock(mutex)

@@ -15,7 +15,6 @@ final class BackendFiring: TimerFiring {
 
     private let armings = LockedBox(Armings())
 
-    /// - Parameter backend: `timerBackend` as the caller named it.
     init(_ timerBackend: any TimerBackend, as backend: SafeDispatchTimer.Backend) {
         self.timerBackend = timerBackend
         self.backend = backend

@@ -18,19 +18,18 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
         return Self.make(TimerCoreContents(firing: firing, queue: queue, clock: clock))
     }
 
-    // Set once at creation: read without the lock.
-    var firing: any TimerFiring { self.withUnsafeMutablePointerToHeader { $0.pointee.firing } }
-    var clock: TimerClock { self.withUnsafeMutablePointerToHeader { $0.pointee.clock } }
-    var queue: DispatchQueue? { self.withUnsafeMutablePointerToHeader { $0.pointee.queue } }
+    // Set once at creation: read without the lock, and borrowed where they lie, so that a
+    // call into the engine every timer shares does not retain and release it.
+    var firing: any TimerFiring { unsafeAddress { self.contents(\.firing) } }
+    var clock: TimerClock { unsafeAddress { self.contents(\.clock) } }
+    var queue: DispatchQueue? { unsafeAddress { self.contents(\.queue) } }
 
-    /// The schedule of a running or suspended timer, otherwise `nil`.
+    @inline(__always) private func contents<Part>(_ part: KeyPath<TimerCoreContents, Part>) -> UnsafePointer<Part> {
+        UnsafePointer(self.withUnsafeMutablePointerToHeader { $0.pointer(to: part)! })
+    }
+
     var schedule: TimerSchedule? {
-        self.withLockedStorage { storage in
-            switch storage.machine.state {
-            case .running(let schedule), .suspended(let schedule): schedule
-            case .idle, .cancelled: nil
-            }
-        }
+        self.withLockedStorage { $0.machine.state.schedule }
     }
 
     var state: SafeDispatchTimer.State {
@@ -123,12 +122,9 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     /// on the engine a later deadline on the same clock is an O(1) move in the core.
     private func reschedule(_ makeSchedule: (_ leewayNanoseconds: Int64) -> TimerSchedule?) -> Bool {
         self.withLockedStorage { storage in
-            let leeway: Int64
-            switch storage.machine.state {
-            case .running(let current), .suspended(let current): leeway = current.leewayNanoseconds
-            case .idle, .cancelled: return false
-            }
-            guard let schedule = makeSchedule(leeway) else { return false }
+            guard let current = storage.machine.state.schedule,
+                let schedule = makeSchedule(current.leewayNanoseconds)
+            else { return false }
             switch storage.machine.reschedule(schedule) {
             case .arm(let schedule): return (try? self.arm(schedule, &storage).get()) != nil
             case .keepSuspended: return true
@@ -209,9 +205,8 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
         }
     }
 
-    /// The seam let go of this timer, with none of its locks held: if it stopped for good,
-    /// the timer is cancelled and lets go of its handler, as a cancel would. Otherwise the
-    /// owner retired it.
+    /// The seam let go of this timer, unlocked: if it stopped for good, the timer is cancelled
+    /// and lets go of its handler, as a cancel would. Otherwise the owner retired it.
     func released() {
         guard self.firing.hasStopped else { return }
         self.withLockedStorage { storage in
@@ -220,11 +215,10 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
         }
     }
 
-    /// Runs `body` under the lock. A handler the timer no longer needs (see
-    /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
-    /// back into this timer.
+    /// Runs `body` on the state (reached alone: the rest is read unlocked) under the lock. A
+    /// handler the timer no longer needs (see `takeHandlerIfStopped`) is released after
+    /// unlocking: its captures' deinits may call back into this timer.
     private func withLockedStorage<Result>(_ body: (inout TimerState) -> Result) -> Result {
-        // Only the state, reached through its own address: the rest is read without the lock.
         let (result, stopped) = self.withLock { contents in
             let state = contents.pointer(to: \.state)!
             return (body(&state.pointee), state.pointee.takeHandlerIfStopped())

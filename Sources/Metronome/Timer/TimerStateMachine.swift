@@ -24,6 +24,14 @@ struct TimerStateMachine {
         /// Cancelled by the caller; may be scheduled again.
         case cancelled
 
+        /// The schedule of a running or suspended timer, otherwise `nil`.
+        var schedule: TimerSchedule? {
+            switch self {
+            case .running(let schedule), .suspended(let schedule): schedule
+            case .idle, .cancelled: nil
+            }
+        }
+
         /// The state as ``SafeDispatchTimer`` reports it.
         var `public`: SafeDispatchTimer.State {
             switch self {
