@@ -15,12 +15,11 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     static func make(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
         // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
         mtr_fork_watch()
-        return Self.make(TimerCoreContents(firing: firing, queue: queue, clock: clock))
+        return Self.make(TimerCoreContents(queue: queue, clock: clock, state: TimerState(firing: firing)))
     }
 
-    // Set once at creation: read without the lock, and borrowed where they lie, so that a
-    // call into the engine every timer shares does not retain and release it.
-    var firing: any TimerFiring { unsafeAddress { self.contents(\.firing) } }
+    // Set once at creation: read without the lock, where they lie.
+    var firing: any TimerFiring { unsafeAddress { self.contents(\.state.firing) } }
     var clock: TimerClock { unsafeAddress { self.contents(\.clock) } }
     var queue: DispatchQueue? { unsafeAddress { self.contents(\.queue) } }
 
@@ -187,7 +186,7 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     /// arming before any of its firings can look for it. A refusal stops the timer.
     private func arm(_ schedule: TimerSchedule, _ storage: inout TimerState) -> Result<Bool, TimerError> {
         do {
-            storage.arming = try self.firing.arm(schedule, clock: self.clock, for: self, replacing: storage.arming)
+            storage.arming = try storage.firing.arm(schedule, clock: self.clock, for: self, replacing: storage.arming)
             return .success(true)
         } catch {
             storage.machine.refused()
@@ -198,7 +197,7 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     private func carryOut(_ stop: TimerStateMachine.StopAction, _ storage: inout TimerState) -> Bool {
         switch stop {
         case .disarm:
-            if let arming = storage.arming { self.firing.disarm(arming) }
+            if let arming = storage.arming { storage.firing.disarm(arming) }
             return true
         case .acknowledge: return true
         case .reject: return false

@@ -3,10 +3,9 @@
 /// What a ``TimerCore`` holds: the backend, queue and clock it was made with, read without
 /// the lock, and its state, reached only under it.
 struct TimerCoreContents {
-    let firing: any TimerFiring
     let queue: DispatchQueue?
     let clock: TimerClock
-    var state = TimerState()
+    var state: TimerState
 }
 
 /// The machine, the handler, and the delivery that keeps one timer's handlers from overlapping.
@@ -58,6 +57,8 @@ struct TimerState {
     }
 
     var handler: Handler?
+    /// What fires the timer; set once. Called through the locked state, borrowed, not retained.
+    let firing: any TimerFiring
     var waiting: Waiting?
     /// The id of the timer's latest arming, armed or disarmed: the one whose firings
     /// run the handler while the timer runs, and the one the next arming replaces.
