@@ -67,10 +67,9 @@ struct EngineClockTests {
             let clock = self.clock
             let task = Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(30))) }
             #expect(await eventually { self.engine.counters.armed == 1 })
-            let cancelled = ContinuousClock.now
             task.cancel()
+            // Ended by the cancel, not by its deadline, which would have returned normally.
             let result = await task.result
-            #expect(ContinuousClock.now - cancelled < .seconds(1))
             #expect(throws: CancellationError.self) { try result.get() }
             #expect(self.engine.counters.armed == 0)
         }

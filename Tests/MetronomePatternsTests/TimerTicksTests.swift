@@ -32,7 +32,7 @@ struct TimerTicksTests {
             #expect(tick.fired >= tick.scheduled)
         }
         // Released by `break`; the firing thread may hold the storage for a moment longer.
-        #expect(await eventually(timeout: .seconds(1)) { self.engine.counters.armed == 0 })
+        #expect(await eventually { self.engine.counters.armed == 0 })
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -50,7 +50,7 @@ struct TimerTicksTests {
             #expect(tick.sequence == previous.sequence + UInt64(tick.missed) + 1)
         }
         // `break` released the iterator, which disarms the timer.
-        #expect(await eventually(timeout: .seconds(1)) { self.engine.counters.armed == 0 })
+        #expect(await eventually { self.engine.counters.armed == 0 })
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -81,7 +81,7 @@ struct TimerTicksTests {
             let tick = await iterator.next()
             #expect(tick != nil)
         }
-        #expect(await eventually(timeout: .seconds(1)) { self.engine.counters.armed == 0 })
+        #expect(await eventually { self.engine.counters.armed == 0 })
     }
 
     /// A sequence whose engine shuts down while it is iterated finishes, whether its

@@ -10,6 +10,11 @@ import Testing
 /// operations on other threads, fork, and configurations that cannot be honoured.
 @Suite(.serialized)
 struct EngineLifecycleTests {
+    /// ThreadSanitizer does not support threads started in the child of a fork taken while
+    /// other threads run: its runtime's own locks may be held there, and a child then hangs
+    /// in it.
+    static let underThreadSanitizer = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+
     enum Operation: String, CaseIterable, Sendable {
         case cancel, reschedule, suspendResume, drop
     }
@@ -264,7 +269,7 @@ struct EngineLifecycleTests {
 
     /// `TimerEngine.shared` made on one thread while another forks: the child, which may
     /// inherit the making half done, still gets a shared engine of its own that fires.
-    @Test(.disabled(if: ParkingLockForkTests.underThreadSanitizer), .timeLimit(.minutes(3)))
+    @Test(.disabled(if: Self.underThreadSanitizer), .timeLimit(.minutes(3)))
     func sharedEngineMadeWhileForking() throws {
         try expectTestPassesInAProcessOfItsOwn("forkDuringTheSharedEnginesMaking", enabledBy: Self.forkVariable)
     }
@@ -307,7 +312,7 @@ struct EngineLifecycleTests {
     /// parent for the first rounds, then with one the parent made once, which the child
     /// finds inherited. (Unoptimized, the inherited engine's deinit, run in that second
     /// half, still looks up `Atomic<Bool>`; see the README's fork section.)
-    @Test(.disabled(if: ParkingLockForkTests.underThreadSanitizer), .timeLimit(.minutes(3)))
+    @Test(.disabled(if: Self.underThreadSanitizer), .timeLimit(.minutes(3)))
     func firstSharedEngineInAChildForkedWhileTypesAreMade() throws {
         try expectTestPassesInAProcessOfItsOwn("forkWhileTheTypeCacheFills", enabledBy: Self.forkVariable)
     }

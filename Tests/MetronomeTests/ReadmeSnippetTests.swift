@@ -54,8 +54,13 @@ struct ReadmeSnippetTests {
         var poller: BackgroundPoller? = BackgroundPoller()
         for step in steps.prefix(calls) { step(poller!) }
         weak let dropped = poller
+        // The snippet keeps its timer private, as the README shows it: reached by reflection.
+        weak let timer = Mirror(reflecting: poller!).children.first { $0.label == "timer" }?.value
+            as? SafeDispatchTimer
+        #expect(timer != nil, "the poller's timer was not found")
         poller = nil
-        #expect(dropped == nil)
+        #expect(dropped == nil, "the poller outlived its last reference")
+        #expect(timer == nil, "the poller's timer outlived the poller")
     }
 
     /// The README's "Deadlines and leeway" block, then its "Other clocks, GCD, engines of your

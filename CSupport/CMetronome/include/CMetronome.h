@@ -39,9 +39,6 @@
 
 #include <stdint.h>
 
-#include "mtr_handler_chain.h" /* the Swift layer's running handlers */
-#include "mtr_parking.h"       /* the Swift layer's lock parking */
-
 #pragma clang assume_nonnull begin
 
 typedef struct mtr_engine mtr_engine;

@@ -1,66 +1,54 @@
 @preconcurrency import Dispatch
 import Glibc
 
-/// A public ``TimerBackend`` (GCD, a test double) behind the firing seam.
-///
-/// The backend hands out a handle per arming and calls a closure per firing; this keeps the
-/// handles by arming id and tags each firing with its id, so a timer on any backend takes
-/// the same path as one on the engine. One per timer: it only ever holds that timer's
-/// armings, usually one.
+/// A public ``TimerBackend`` (GCD, a test double) as a seam: the backend hands out a handle
+/// per arming and calls a closure per firing; this keeps the handles by id and tags each
+/// firing with its arming's id. One per timer or expiry set.
 final class BackendFiring: TimerFiring {
-    let backend: any TimerBackend
-
-    /// The receiver is held weakly: what a backend keeps never keeps the timer alive, so
-    /// dropping the timer cancels it.
-    private struct Arming {
-        weak var receiver: FiringReceiver?
-        var handle: (any ArmedTimer)?
-    }
+    private let timerBackend: any TimerBackend
+    let backend: SafeDispatchTimer.Backend
 
     private struct Armings {
         var lastID: UInt64 = 0
-        var byID: [UInt64: Arming] = [:]
+        var handles: [UInt64: any ArmedTimer] = [:]
     }
 
     private let armings = LockedBox(Armings())
 
-    init(_ backend: any TimerBackend) {
+    init(_ timerBackend: any TimerBackend, as backend: SafeDispatchTimer.Backend) {
+        self.timerBackend = timerBackend
         self.backend = backend
     }
 
     func now(_ clock: TimerClock) -> Int64 {
-        self.backend.now(clock)
+        self.timerBackend.now(clock)
     }
 
-    func reserve(for receiver: FiringReceiver) -> UInt64 {
-        self.armings.withLockedValue { armings in
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
+        throws(TimerError) -> UInt64
+    {
+        if let previous { self.disarm(previous) }
+        let id = self.armings.withLockedValue { armings in
             armings.lastID += 1
-            armings.byID[armings.lastID] = Arming(receiver: receiver)
             return armings.lastID
         }
-    }
-
-    func start(_ arming: UInt64, _ schedule: TimerSchedule, clock: TimerClock) throws(TimerError) {
-        // Gone: a later transition disarmed this arming before it started.
-        guard let receiver = self.armings.withLockedValue({ $0.byID[arming]?.receiver }) else { return }
-        let handle = self.backend.arm(schedule, clock: clock, queue: receiver.queue) { [weak receiver] tick in
-            receiver?.receive(tick, from: arming)
+        let target = WeakTimer(core: receiver)
+        let handle = self.timerBackend.arm(schedule, clock: clock, queue: receiver.queue) { tick in
+            target.core?.receive(tick, from: id)
         }
         // A backend says only that it can arm no more, as an engine that was shut down.
         guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }
-        // A disarm that came first removed the arming: the handle is stopped here instead.
-        let kept = self.armings.withLockedValue { armings in
-            guard armings.byID[arming] != nil else { return false }
-            armings.byID[arming]?.handle = handle
-            return true
-        }
-        if !kept { handle.disarm() }
+        self.armings.withLockedValue { $0.handles[id] = handle }
+        return id
     }
 
     func disarm(_ arming: UInt64) {
-        let handle = self.armings.withLockedValue { armings in
-            armings.byID.removeValue(forKey: arming)?.handle
-        }
-        handle?.disarm()
+        self.armings.withLockedValue { $0.handles.removeValue(forKey: arming) }?.disarm()
     }
+}
+
+/// A timer held weakly: what a backend keeps never keeps the timer alive, so dropping the
+/// timer cancels it. Unchecked as ``TimerCore`` is.
+private struct WeakTimer: @unchecked Sendable {
+    weak var core: TimerCore?
 }

@@ -4,17 +4,15 @@ import MetronomeTesting
 import Synchronization
 import Testing
 
-/// The path every backend shares, driven through backends that misbehave in the ways a
-/// real one can: refusing, firing from inside `arm`, or firing after a disarm.
+/// The path every backend shares, driven through a backend that misbehaves in the ways a
+/// real one can: refusing to arm, or firing after a disarm.
 @Suite
-final class FiringSeamTests: Sendable {
+final class FaultyBackendTests: Sendable {
     /// A `ManualTimeline` with faults switched on by the test.
     final class FaultyBackend: TimerBackend {
         let timeline = ManualTimeline()
         /// `arm` refuses, as an engine that was shut down does.
         let refuses = Atomic<Bool>(false)
-        /// `arm` delivers a first firing itself before returning.
-        let firesWhileArming = Atomic<Bool>(false)
         /// `disarm` does nothing, so old armings keep firing.
         let ignoresDisarm = Atomic<Bool>(false)
 
@@ -27,10 +25,6 @@ final class FiringSeamTests: Sendable {
             fire: @escaping @Sendable (Tick) -> Void
         ) -> (any ArmedTimer)? {
             guard !self.refuses.load(ordering: .relaxed) else { return nil }
-            if self.firesWhileArming.load(ordering: .relaxed) {
-                let deadline = TimerInstant(nanoseconds: schedule.deadlineNanoseconds)
-                fire(Tick(scheduled: deadline, fired: deadline, missed: 0, sequence: 0))
-            }
             guard let armed = self.timeline.arm(schedule, clock: clock, queue: queue, fire: fire) else { return nil }
             return Disarm(armed: armed, backend: self)
         }
@@ -90,16 +84,6 @@ final class FiringSeamTests: Sendable {
         #expect(self.fired.load(ordering: .relaxed) == 0)
     }
 
-    /// A timer records its arming before starting it, so a firing that comes before
-    /// `arm` even returns is the current arming's and runs the handler.
-    @Test func aFiringDuringArmingIsDelivered() {
-        self.backend.firesWhileArming.store(true, ordering: .relaxed)
-        let timer = self.makeTimer()
-        #expect(self.schedule(timer, after: .seconds(1)))
-        #expect(self.fired.load(ordering: .relaxed) == 1)
-        #expect(timer.state == .idle, "the one-shot fired")
-    }
-
     /// Firings of an arming the timer replaced or stopped are dropped by the timer itself,
     /// whatever the backend still delivers.
     @Test func firingsOfAReplacedArmingAreDropped() {
@@ -117,7 +101,7 @@ final class FiringSeamTests: Sendable {
         #expect(self.fired.load(ordering: .relaxed) == 1, "a cancelled arming ran the handler")
     }
 
-    // MARK: ExpiringValue, whose set arms each expiry on the seam itself
+    // MARK: ExpiringValue, whose set arms each expiry on the backend itself
 
     func makeValue(lifetime: Duration) -> ExpiringValue<String> {
         ExpiringValue("session", lifetime: lifetime, backend: .custom(self.backend)) { _ in
@@ -139,19 +123,6 @@ final class FiringSeamTests: Sendable {
         #expect(value.value == "session")
         #expect(value.invalidate() == "session")
         #expect(self.fired.load(ordering: .relaxed) == 0)
-    }
-
-    /// A backend that fires from inside `arm`: the first firing and a re-arm's both find
-    /// their arming current, and the value ends once, at its expiry.
-    @Test func firingsDuringArmingFindTheirArming() {
-        self.backend.firesWhileArming.store(true, ordering: .relaxed)
-        let value = self.makeValue(lifetime: .seconds(1))
-        // Its first firing came at its own deadline, from inside `arm`, and ended it.
-        #expect(value.isExpired)
-        #expect(self.fired.load(ordering: .relaxed) == 1)
-        #expect(self.backend.timeline.armedCount == 0)
-        self.backend.timeline.advance(by: .seconds(10))
-        #expect(self.fired.load(ordering: .relaxed) == 1)
     }
 
     /// Armings whose disarm did nothing keep firing: a value drops them as stale, so it

@@ -7,10 +7,10 @@ import Synchronization
 /// read. The value waits in the list of the millisecond its expiry falls in, and all the
 /// values of one type due in that millisecond share one engine timer. When it fires and
 /// finds a value touched meanwhile, it moves the value to the millisecond of its new expiry:
-/// one move per lifetime, not per touch. The container is one object of about 100 bytes,
-/// with no lock, no timer and no ``SafeDispatchTimer`` of its own; its creation and its
-/// release take its list's lock for a moment: on an engine, the lock of the values of its
-/// type made on threads of the same engine shard.
+/// one move per lifetime, not per touch. The container is one small object, with no lock, no
+/// timer and no ``SafeDispatchTimer`` of its own; its creation and its release take its
+/// list's lock for a moment: on an engine, the lock of the values of its type made on
+/// threads of the same engine shard.
 ///
 /// The price of sharing is precision: on an engine a value ends up to a millisecond after its
 /// lifetime (and the engine's own lateness), never before. On any other backend each expiry
@@ -86,12 +86,12 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
 
     /// What the expiry timer runs on.
     public var backend: SafeDispatchTimer.Backend {
-        SafeDispatchTimer.Backend(self.set.firing)
+        self.set.firing.backend
     }
 
     /// The engine the expiry timer runs on; `nil` when ``backend`` is not an engine.
     public var engine: TimerEngine? {
-        self.set.firing as? TimerEngine
+        self.backend.engine
     }
 
     /// Stores `value` and starts its lifetime, with its expiry timer on `engine`.
@@ -134,7 +134,7 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
         backend: SafeDispatchTimer.Backend = .engine(.shared),
         onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
-        let set = backend.expirySet(of: Value.self)
+        let set = backend.firing.expirySet(of: Value.self)
         let lifetime = max(lifetime, .zero).saturatingNanoseconds
         self.expiry = Atomic(Self.expiry(after: lifetime, from: set.now()))
         self.lifetimeNanoseconds = lifetime

@@ -76,44 +76,11 @@ public final class SafeDispatchTimer: Sendable {
             guard case .custom(let backend) = self else { return clock.now() }
             return TimerInstant(nanoseconds: backend.now(clock))
         }
-
-        /// What fires one timer: the engine itself, or the backend behind the seam.
-        var firing: any TimerFiring {
-            self.seam.firing
-        }
-
-        /// ``firing`` in the one word a timer keeps.
-        var seam: FiringSeam {
-            switch self {
-            case .engine(let engine): .engine(engine)
-            // One private serial queue per timer: handlers of one timer never overlap, even
-            // across a reschedule that replaces its source.
-            case .dispatch:
-                .backend(
-                    BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer"))))
-            case .custom(let backend): .backend(BackendFiring(backend))
-            }
-        }
-
-        /// The backend `firing` stands for, as the caller named it.
-        init(_ firing: any TimerFiring) {
-            if let engine = firing as? TimerEngine {
-                self = .engine(engine)
-            } else if let backend = (firing as? BackendFiring)?.backend, !(backend is DispatchBackend) {
-                self = .custom(backend)
-            } else {
-                self = .dispatch
-            }
-        }
     }
 
-    private let core: TimerCore
-    /// The deadline a reschedule pushes later without the lock, here rather than in the
-    /// core so that the push reaches no second object.
-    let pushable = PushableDeadline()
+    /// Safe from any thread behind its own lock (see ``TimerCore``).
+    nonisolated(unsafe) private let core: TimerCore
 
-    // The core keeps the clock too, for its firings: here a push reads it without reaching
-    // the core.
     /// The clock the timer's deadlines are measured on.
     public let clock: TimerClock
 
@@ -128,9 +95,8 @@ public final class SafeDispatchTimer: Sendable {
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
-        self.core = TimerCore(queue: queue, seam: backend.seam, clock: clock)
+        self.core = TimerCore.make(queue: queue, firing: backend.firing, clock: clock)
         self.clock = clock
-        self.core.attach(self)
     }
 
     deinit {
@@ -143,8 +109,7 @@ public final class SafeDispatchTimer: Sendable {
     }
 
     /// Cancels the timer for good, before or after it is scheduled: a later `schedule`
-    /// returns `false`. The helpers built on timers hand this to other threads, so that a
-    /// cancellation racing their arming wins either way.
+    /// returns `false`, so a cancellation from another thread wins a race with an arming.
     func close() {
         self.core.close()
     }
@@ -156,7 +121,7 @@ public final class SafeDispatchTimer: Sendable {
 
     /// What fires the timer.
     public var backend: Backend {
-        self.core.backend
+        self.core.firing.backend
     }
 
     /// The current schedule while the timer is running or suspended, otherwise `nil`.
@@ -231,17 +196,8 @@ public final class SafeDispatchTimer: Sendable {
     ) throws(TimerError) -> Bool {
         // A period or leeway past `Int64` nanoseconds is refused, as by the other forms, not
         // saturated into a different one.
-        var periodNanoseconds: Int64?
-        if let period {
-            guard let nanoseconds = period.representableNanoseconds else { return false }
-            periodNanoseconds = nanoseconds
-        }
-        guard let leewayNanoseconds = leeway.representableNanoseconds,
-            let schedule = TimerSchedule(
-                deadlineNanoseconds: deadline.nanoseconds,
-                periodNanoseconds: periodNanoseconds,
-                leewayNanoseconds: leewayNanoseconds
-            )
+        guard let leeway = leeway.representableNanoseconds,
+            let schedule = TimerCore.schedule(at: deadline.nanoseconds, every: period, leeway: leeway)
         else { return false }
         return try self.core.schedule(schedule, handler: handler)
     }
@@ -282,22 +238,13 @@ public final class SafeDispatchTimer: Sendable {
     /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.
     ///
     /// A suspended timer stays suspended and follows the new schedule once resumed. On the
-    /// engine, a running one-shot pushed later on the monotonic clock (an idle timeout on
-    /// each request) makes no engine call, and from its second push on takes no lock: it
-    /// moves one word in this object, and the firing at the old deadline re-arms the timer
-    /// for the new one without running the handler.
+    /// engine, moving a running timer's deadline later on the same clock (an idle timeout
+    /// pushed on each request) is one O(1) call into the engine.
     ///
     /// - Returns: `false`, doing nothing, for an idle or cancelled timer or invalid values.
     @discardableResult
     public func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval = .never) -> Bool {
-        // On the monotonic clock a `DispatchTime` is the deadline itself; `.distantFuture`
-        // is past what a push takes.
-        if case .never = repeating, self.clock == .monotonic,
-            self.pushable.push(to: Int64(clamping: deadline.uptimeNanoseconds))
-        {
-            return true
-        }
-        return self.core.reschedule(deadline: deadline, repeating: repeating)
+        self.core.reschedule(deadline: deadline, repeating: repeating)
     }
 
     /// Moves a running or suspended timer to fire `delay` from now and then every `period`,
@@ -314,14 +261,7 @@ public final class SafeDispatchTimer: Sendable {
     ///   a period that is not positive, or values that do not fit in `Int64` nanoseconds.
     @discardableResult
     public func reschedule(after delay: Duration, every period: Duration? = nil) -> Bool {
-        // Published only on an engine, whose clocks are the real ones.
-        if period == nil, self.pushable.isPublished,
-            let deadline = TimerCore.deadline(after: delay, from: { self.clock.now().nanoseconds }),
-            self.pushable.push(to: deadline)
-        {
-            return true
-        }
-        return self.core.reschedule(after: delay, every: period)
+        self.core.reschedule(after: delay, every: period)
     }
 
     /// Moves a running or suspended timer to fire at `deadline` on its own clock and then
@@ -338,8 +278,7 @@ public final class SafeDispatchTimer: Sendable {
     ///   nanoseconds.
     @discardableResult
     public func reschedule(at deadline: TimerInstant, every period: Duration? = nil) -> Bool {
-        if period == nil, self.pushable.push(to: deadline.nanoseconds) { return true }
-        return self.core.reschedule(at: deadline.nanoseconds, every: period)
+        self.core.reschedule(at: deadline.nanoseconds, every: period)
     }
 
     /// Pauses a running timer.

@@ -1,23 +1,17 @@
 import Synchronization
 
 /// The values due in one slot, never empty (the head of their list, an unretained
-/// ``ExpiringValue``), and the arming that fires for them. Not generic, so that the table
-/// of slots is specialised code, not the generic dictionary's.
+/// ``ExpiringValue``), and the one-shot timer that fires for them, `nil` when the backend
+/// refused it. Not generic, so that the table of slots is specialised code, not the generic
+/// dictionary's.
 private struct ExpirySlot {
     var head: UnsafeMutableRawPointer
-    var arming: UInt64
-}
-
-/// A new slot's arming, reserved under the lock and started outside it: a backend may fire
-/// from inside `start`.
-private struct ExpirySlotStart {
-    let arming: UInt64
-    let slot: Int64
+    var timer: TimerCore?
 }
 
 /// The expiry timers of one backend's ``ExpiringValue``s of one type (on an engine, those
 /// made on the threads of one of its shards): values due in the same slot of time share
-/// that slot's one arming, so a value costs two links and no timer of its own.
+/// that slot's one timer, so a value costs two links and no timer of its own.
 ///
 /// A value sits in the list of the slot its expiry falls in, the expiry rounded up to
 /// ``granularity``. A touch changes only the value's expiry word. The slot's firing ends
@@ -32,9 +26,7 @@ private struct ExpirySlotStart {
 /// last release, here under the lock, would run its deinit, which takes the lock. A
 /// firing copies out what an expired value's handler needs before it lets go of the lock,
 /// because a release may be waiting on the lock to free that value.
-// Unchecked only because its superclass cannot be checked: the slots are behind a lock and
-// every other stored property is a `let` of a Sendable type.
-final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
+final class ExpirySet<Value: Sendable>: Sendable {
     typealias Entry = ExpiringValue<Value>
     /// A value in a list, reached without a reference (see above).
     typealias Link = Unmanaged<Entry>
@@ -49,19 +41,14 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     private let slots = LockedBox([Int64: ExpirySlot]())
     let firing: any TimerFiring
     private let granularity: Int64
-    /// The engine behind ``firing``, whose death in a forked child this set must respect.
-    private let engine: TimerEngine?
 
     /// An engine's slot: a million values touched at random fall due over every millisecond
-    /// of their lifetime, so a slot this wide shares its arming among many of them while
+    /// of their lifetime, so a slot this wide shares its timer among many of them while
     /// adding at most a millisecond to an idle timeout.
     static var engineGranularity: Int64 { 1_000_000 }
 
     /// The slot of a value in no list.
     static var unlinked: Int64 { .min }
-
-    /// No arming: the backend refused the slot's, and its values wait to be ended.
-    private static var none: UInt64 { 0 }
 
     /// Values expired or moved under one hold of the lock: a slot of a million values must
     /// not keep every release and creation waiting while it is worked through.
@@ -70,51 +57,44 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
     init(firing: any TimerFiring, granularity: Int64) {
         self.firing = firing
         self.granularity = granularity
-        self.engine = firing as? TimerEngine
-        super.init(queue: nil)
     }
 
     func now() -> Int64 {
         self.firing.now(.monotonic)
     }
 
-    /// A copy of a dead engine: it arms nothing, and its lock may have been held by a
-    /// thread of the parent's that the fork left behind.
-    private var isInherited: Bool {
-        self.engine?.isInherited ?? false
-    }
-
     /// Links a new value into the slot of its expiry.
     func insert(_ entry: Entry) {
-        guard !self.isInherited else { return }
+        // A copy of a dead engine arms nothing, and a thread the fork left behind may have
+        // held this lock.
+        guard !self.firing.isInherited else { return }
         let expiry = entry.expiry.load(ordering: .relaxed)
-        let start = self.slots.withLockedValue { slots in
+        self.slots.withLockedValue { slots in
             self.link(.passUnretained(entry), into: self.slot(of: expiry), of: &slots)
         }
-        if let start { self.start(start) }
     }
 
     /// Unlinks a value that was ended or released: nothing fires for it afterwards.
     func remove(_ entry: Entry) {
-        guard !self.isInherited else { return }
+        guard !self.firing.isInherited else { return }
         let emptied = self.slots.withLockedValue { slots in self.unlink(.passUnretained(entry), from: &slots) }
-        if let emptied { self.firing.disarm(emptied) }
+        emptied?.ownerGone()
     }
 
-    /// A slot's firing: ends its values that expired and moves the touched ones on, a batch
-    /// at a time; each batch's handlers run outside the lock.
-    override func receive(_ tick: Tick, from arming: UInt64) {
-        let slot = tick.scheduled.nanoseconds
+    /// The firing of `slot`'s timer `timer`: ends its values that expired and moves the
+    /// touched ones on, a batch at a time; each batch's handlers run outside the lock.
+    private func expire(_ slot: Int64, _ tick: Tick, by timer: ObjectIdentifier) {
         // Never later than the present, so an end decided on it is never early.
         let now = tick.fired.nanoseconds
         var more = true
         while more {
             var expired: [Expiry] = []
-            var starts: [ExpirySlotStart] = []
-            var emptied = false
+            var emptied: TimerCore?
             more = self.slots.withLockedValue { slots in
-                // Gone or replaced: emptied by releases, or a stale arming.
-                guard let index = slots.index(forKey: slot), slots.values[index].arming == arming else { return false }
+                // Gone or replaced: emptied by releases, and maybe made anew since.
+                guard let index = slots.index(forKey: slot),
+                    slots.values[index].timer.map(ObjectIdentifier.init) == timer
+                else { return false }
                 var entry: Link? = Link.fromOpaque(slots.values[index].head)
                 for _ in 0..<Self.batch {
                     guard let current = entry else { break }
@@ -129,22 +109,21 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
                     case .later(let expiry):
                         // Past this slot even if the backend fired it early.
                         let next = max(self.slot(of: expiry), slot.addingSaturating(self.granularity))
-                        if let start = self.link(current, into: next, of: &slots) { starts.append(start) }
+                        self.link(current, into: next, of: &slots)
                     case .ended:
                         break
                     }
                 }
                 guard let entry else {
-                    emptied = slots.removeValue(forKey: slot) != nil
+                    emptied = slots.removeValue(forKey: slot)?.timer
                     return false
                 }
                 entry._withUnsafeGuaranteedRef { $0.previous = nil }
                 slots[slot]?.head = entry.toOpaque()
                 return true
             }
-            // The fired arming is spent, but the seam holds it until it is disarmed.
-            if emptied { self.firing.disarm(arming) }
-            starts.forEach(self.start)
+            // The fired timer is spent, but its backend holds it until it is retired.
+            emptied?.ownerGone()
             for expiry in expired { expiry.onExpiry(expiry.content) }
         }
     }
@@ -177,9 +156,10 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         return overflow ? .max : max(rounded - rounded % self.granularity, 0)
     }
 
-    /// Puts `entry` at the head of `slot`'s list; a new slot's arming is reserved here and
-    /// returned to be started once the lock is let go.
-    private func link(_ entry: Link, into slot: Int64, of slots: inout [Int64: ExpirySlot]) -> ExpirySlotStart? {
+    /// Puts `entry` at the head of `slot`'s list; a new slot's timer is armed here, under the
+    /// lock, so that its firing finds it. One the backend refuses leaves its values to live
+    /// until they are ended.
+    private func link(_ entry: Link, into slot: Int64, of slots: inout [Int64: ExpirySlot]) {
         let index = slots.index(forKey: slot)
         let head = index.map { Link.fromOpaque(slots.values[$0].head) }
         entry._withUnsafeGuaranteedRef { entry in
@@ -190,16 +170,20 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
         if let index, let head {
             head._withUnsafeGuaranteedRef { $0.previous = entry }
             slots.values[index].head = entry.toOpaque()
-            return nil
+            return
         }
-        let arming = (try? self.firing.reserve(for: self)) ?? Self.none
-        slots[slot] = ExpirySlot(head: entry.toOpaque(), arming: arming)
-        return arming == Self.none ? nil : ExpirySlotStart(arming: arming, slot: slot)
+        let timer = TimerCore.make(queue: nil, firing: self.firing, clock: .monotonic)
+        // The timer's identity, not the timer: its handler must not keep it.
+        let id = ObjectIdentifier(timer)
+        let armed = TimerSchedule(deadlineNanoseconds: slot).flatMap { schedule in
+            try? timer.schedule(schedule) { [self] tick in self.expire(slot, tick, by: id) }
+        }
+        slots[slot] = ExpirySlot(head: entry.toOpaque(), timer: armed == true ? timer : nil)
     }
 
-    /// Takes `entry` out of its list; returns the arming of the slot it emptied, which the
-    /// caller disarms once the lock is let go.
-    private func unlink(_ entry: Link, from slots: inout [Int64: ExpirySlot]) -> UInt64? {
+    /// Takes `entry` out of its list; returns the timer of the slot it emptied, which the
+    /// caller retires once the lock is let go.
+    private func unlink(_ entry: Link, from slots: inout [Int64: ExpirySlot]) -> TimerCore? {
         let (slot, previous, next) = entry._withUnsafeGuaranteedRef { entry in
             defer { (entry.slot, entry.previous, entry.next) = (Self.unlinked, nil, nil) }
             return (entry.slot, entry.previous, entry.next)
@@ -210,37 +194,12 @@ final class ExpirySet<Value: Sendable>: FiringReceiver, @unchecked Sendable {
             previous._withUnsafeGuaranteedRef { $0.next = next }
         } else if let next {
             slots[slot]?.head = next.toOpaque()
-        } else if let emptied = slots.removeValue(forKey: slot), emptied.arming != Self.none {
-            return emptied.arming
+        } else {
+            return slots.removeValue(forKey: slot)?.timer
         }
         return nil
     }
 
-    /// Starts a new slot's arming; one the backend refuses leaves the slot's values to live
-    /// until they are ended.
-    private func start(_ start: ExpirySlotStart) {
-        if let schedule = TimerSchedule(deadlineNanoseconds: start.slot),
-            (try? self.firing.start(start.arming, schedule, clock: .monotonic)) != nil
-        {
-            return
-        }
-        let owned = self.slots.withLockedValue { slots in
-            guard slots[start.slot]?.arming == start.arming else { return false }
-            slots[start.slot]?.arming = Self.none
-            return true
-        }
-        // Emptied meanwhile, the slot's arming was disarmed with it.
-        if owned { self.firing.disarm(start.arming) }
-    }
-}
-
-extension SafeDispatchTimer.Backend {
-    /// The set a new ``ExpiringValue`` of `Value` joins: the engine's, shared by its values
-    /// of that type; for any other backend, one of the value's own.
-    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value> {
-        guard case .engine(let engine) = self else { return ExpirySet(firing: self.firing, granularity: 1) }
-        return engine.expirySet(of: type)
-    }
 }
 
 extension TimerEngine {

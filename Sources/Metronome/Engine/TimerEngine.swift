@@ -80,9 +80,8 @@ public final class TimerEngine: Sendable {
     public struct Counters: Sendable, Hashable {
         /// Times the firing thread woke on a timerfd.
         public var wakeups: UInt64
-        /// Timers fired: each firing delivered, and each firing of a one-shot pushed later
-        /// that re-armed it for its new deadline instead. A firing that comes while its
-        /// timer's handler still runs is merged into the next, so handlers may run fewer times.
+        /// Timers fired. A firing that comes while its timer's handler still runs is merged
+        /// into the next, so handlers may run fewer times.
         public var fired: UInt64
         /// Firings later than their window by more than the late threshold.
         public var late: UInt64
@@ -126,9 +125,8 @@ public final class TimerEngine: Sendable {
     public static var shared: TimerEngine {
         // The slot and its lock are the C core's: a fork waits while the engine is made,
         // where a lock of ours, held across a fork, would stay held in the child for good.
-        // No generic call here (`Optional.map` was one): unoptimized, its first call in a
-        // process fills the Swift runtime's type cache under a lock, and a child forked
-        // while another thread held that lock waited on it for good at its first use.
+        // No generic call here: unoptimized, a generic's first call in a process fills the
+        // Swift runtime's type cache under a lock, which a fork may leave held in the child.
         var stored: TimerEngine?
         if let slot = mtr_shared_lock() { stored = Unmanaged<TimerEngine>.fromOpaque(slot).takeUnretainedValue() }
         if let stored, !stored.isInherited {

@@ -6,13 +6,12 @@ import Testing
 
 @testable import Metronome
 
-/// A one-shot on an engine pushed later without its lock (from its second push on: the first
-/// takes the lock and publishes the deadline): every locked operation sees the push at once,
-/// a push racing the old deadline either moves the firing or is refused, pushes from many
-/// threads leave one deadline that the timer fires for once, and a timer dropped after a
-/// push never fires.
+/// A one-shot on an engine pushed later, as an idle timeout is on each request: every
+/// operation sees the push at once, a push racing the old deadline either moves the firing
+/// or is refused, pushes from many threads leave one deadline that the timer fires for once,
+/// and a timer dropped after a push never fires.
 @Suite(.serialized, .tags(.realTime))
-struct PushedDeadlineTests {
+struct RescheduleRaceTests {
     /// What one timer's handler saw.
     final class Firings: Sendable {
         let count = Atomic(0)
@@ -30,11 +29,6 @@ struct PushedDeadlineTests {
         TimerClock.monotonic.now()
     }
 
-    /// Whether a push may take no lock now.
-    private static func isPublished(_ timer: SafeDispatchTimer) -> Bool {
-        timer.pushable.isPublished
-    }
-
     @Test(.timeLimit(.minutes(1)))
     func everyOperationSeesAPushAtOnce() throws {
         let engine = try TimerEngine()
@@ -44,36 +38,29 @@ struct PushedDeadlineTests {
         let start = Self.now()
         #expect(timer.schedule(at: start.advanced(by: .seconds(10)), leeway: .microseconds(5)) { firings.record($0) })
 
-        #expect(!Self.isPublished(timer), "published before any push")
         #expect(timer.reschedule(at: start.advanced(by: .seconds(15))))
-        #expect(Self.isPublished(timer))
         let pushed = start.advanced(by: .seconds(20))
         #expect(timer.reschedule(at: pushed))
-        #expect(Self.isPublished(timer))
         #expect(timer.currentSchedule?.deadlineNanoseconds == pushed.nanoseconds)
         #expect(timer.currentSchedule?.leewayNanoseconds == 5_000, "a push keeps the leeway")
         #expect(timer.suspend())
-        #expect(!Self.isPublished(timer), "published while suspended")
         #expect(timer.currentSchedule?.deadlineNanoseconds == pushed.nanoseconds)
-        // Suspended, a reschedule takes the lock and only stores the schedule.
+        // Suspended, a reschedule only stores the schedule.
         #expect(timer.reschedule(after: .seconds(30)))
         #expect(timer.state == .suspended)
         #expect(timer.resume())
         #expect(timer.reschedule(deadline: .now() + .seconds(40)))
         #expect(timer.reschedule(deadline: .now() + .seconds(41)))
-        #expect(Self.isPublished(timer))
         let before = Self.now()
         #expect(timer.reschedule(after: .seconds(45)))
         let deadline = try #require(timer.currentSchedule?.deadlineNanoseconds)
         #expect(deadline >= before.advanced(by: .seconds(45)).nanoseconds)
         #expect(deadline <= Self.now().advanced(by: .seconds(45)).nanoseconds)
-        // A period is no push: the timer repeats from then on, and is published no more.
+        // A period makes the timer repeat from then on.
         #expect(timer.reschedule(deadline: .now() + .seconds(50), repeating: .seconds(1)))
         #expect(timer.currentSchedule?.isRepeating == true)
-        #expect(!Self.isPublished(timer), "published while repeating")
         #expect(timer.reschedule(after: .seconds(40)))
         #expect(timer.reschedule(after: .seconds(41)))
-        #expect(Self.isPublished(timer))
         // An earlier deadline is no push: the timer re-arms for it and fires there, once.
         let soon = Self.now().advanced(by: .milliseconds(50))
         #expect(timer.reschedule(at: soon))
@@ -82,7 +69,6 @@ struct PushedDeadlineTests {
         #expect(firings.scheduled.load(ordering: .relaxed) == soon.nanoseconds)
         #expect(firings.clock.load(ordering: .relaxed) >= soon.nanoseconds, "fired early")
         #expect(timer.state == .idle)
-        #expect(!Self.isPublished(timer), "published once fired")
         // A fired one-shot takes no push, nor does a cancelled timer.
         #expect(!timer.reschedule(at: pushed))
         #expect(timer.schedule(at: pushed) { firings.record($0) })
@@ -93,9 +79,7 @@ struct PushedDeadlineTests {
 
     /// Each round pushes a timer within tens of microseconds of its deadline, before or
     /// after it: a push that returned `true` moved the firing to its deadline, one that
-    /// returned `false` found the timer fired. Either way the handler runs once. The timer
-    /// was pushed once before, under the lock: its kept arming's firing re-arms it for the
-    /// deadline the race is about.
+    /// returned `false` found the timer fired. Either way the handler runs once.
     @Test(.timeLimit(.minutes(1)), arguments: [false, true])
     func aPushRacingItsOldDeadlineMovesTheFiringOrIsRefused(onQueue: Bool) throws {
         let engine = try TimerEngine()
@@ -132,9 +116,9 @@ struct PushedDeadlineTests {
         }
     }
 
-    /// Threads push one timer at once, to deadlines drawn in turn: some pushes move it
-    /// later without the lock, some find it later already and re-arm it earlier under the
-    /// lock. It fires once, for the deadline it ended with, which one of them set.
+    /// Threads push one timer at once, to deadlines drawn in turn, some later and some
+    /// earlier than the one it has. It fires once, for the deadline it ended with, which one
+    /// of them set.
     @Test(.timeLimit(.minutes(1)))
     func pushesFromManyThreadsLeaveOneDeadline() throws {
         let engine = try TimerEngine()
@@ -164,9 +148,8 @@ struct PushedDeadlineTests {
         #expect(firings.clock.load(ordering: .relaxed) >= final, "fired early")
     }
 
-    /// An engine shut down under timers whose deadlines are published: the shutdown takes
-    /// the word back as it cancels each timer, so a push after it is refused, as the locked
-    /// path refuses it, and no handler runs.
+    /// An engine shut down under timers pushed later: a push after it is refused, and no
+    /// handler runs.
     @Test(.timeLimit(.minutes(1)))
     func aPushAfterItsEngineShutDownIsRefused() throws {
         let engine = try TimerEngine()
@@ -176,11 +159,9 @@ struct PushedDeadlineTests {
         for timer in timers {
             #expect(timer.schedule(at: first) { firings.record($0) })
             #expect(timer.reschedule(at: first.advanced(by: .seconds(1))))
-            #expect(Self.isPublished(timer))
         }
         engine.shutdown()
         for timer in timers {
-            #expect(!Self.isPublished(timer), "published after its engine shut down")
             #expect(!timer.reschedule(at: first.advanced(by: .seconds(2))))
             #expect(!timer.reschedule(after: .seconds(20)))
             #expect(timer.state == .cancelled)

@@ -12,6 +12,10 @@ public protocol TimerBackend: Sendable {
 
     /// Starts firing `schedule` on `clock`.
     ///
+    /// The timer calls this while holding its lock, so that it has recorded the arming
+    /// before the first firing looks for it: never call `fire` from inside this call, nor
+    /// from inside ``ArmedTimer/disarm()``.
+    ///
     /// - Parameters:
     ///   - schedule: When to fire.
     ///   - clock: The clock the schedule's nanoseconds are on.

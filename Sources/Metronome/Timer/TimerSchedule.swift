@@ -18,7 +18,7 @@ public struct TimerSchedule: Hashable, Sendable {
     }
 
     /// The period, or 0 for a one-shot timer: an `Int64?` would pad every schedule, and
-    /// every armed timer's state, by 8 bytes for its one tag byte.
+    /// every armed timer's state, by a word for its one tag byte.
     private let period: Int64
 
     /// How late the timer may fire so that wake-ups can be coalesced.

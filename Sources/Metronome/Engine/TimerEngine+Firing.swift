@@ -1,0 +1,81 @@
+internal import CMetronome
+@preconcurrency import Dispatch
+import Glibc
+
+/// The engine as a seam: an arming is a C timer whose context is the receiver, retained
+/// until the timer is retired. A receiver keeps its C timer from one arming to the next,
+/// so every arming after the first is one C call (`mtr_timer_move`: a later deadline on
+/// the same clock in O(1)), and a firing reaches its receiver through that one pointer.
+extension TimerEngine: TimerFiring {
+    var backend: SafeDispatchTimer.Backend { .engine(self) }
+
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
+        throws(TimerError) -> UInt64
+    {
+        // An engine that failed to start is one that can arm nothing.
+        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_move") }
+        var timer = previous ?? 0
+        if previous == nil { timer = try Self.create(raw, for: receiver) }
+        var moved: mtr_timer_id = 0
+        let code = mtr_timer_move(
+            raw, timer, clock.coreClock, schedule.deadlineNanoseconds, schedule.periodNanoseconds ?? 0,
+            schedule.leewayNanoseconds, &moved)
+        if code == 0 { return moved }
+        _ = mtr_timer_cancel(raw, timer)
+        // A C timer whose ids are spent hands over to a new one, once that one is armed.
+        var fresh: UInt64?
+        if previous != nil, code == ERANGE {
+            fresh = try self.arm(schedule, clock: clock, for: receiver, replacing: nil)
+        }
+        // Given up, retired elsewhere: its release takes the receiver's lock, held here.
+        if previous == nil || fresh != nil { DispatchQueue.global().async { [timer] in self.retire(timer) } }
+        guard let fresh else { throw TimerError(code: code, operation: "mtr_timer_move") }
+        return fresh
+    }
+
+    private static func create(_ raw: OpaquePointer, for receiver: TimerCore) throws(TimerError) -> UInt64 {
+        let context = Unmanaged.passRetained(receiver)
+        var id: mtr_timer_id = 0
+        let code = mtr_timer_create(raw, context.toOpaque(), &id)
+        if code != 0 { context.release() }
+        try coreCall("mtr_timer_create") { code }
+        return id
+    }
+
+    /// The id is always one this engine handed out, so the only answer is 0.
+    func disarm(_ arming: UInt64) {
+        if let raw = self.raw { _ = mtr_timer_cancel(raw, arming) }
+    }
+
+    /// Destroys the C timer; the engine releases its receiver once no callback of it runs.
+    func retire(_ arming: UInt64) {
+        if let raw = self.raw { _ = mtr_timer_destroy(raw, arming) }
+    }
+}
+
+/// On the firing thread: hands the firing to its receiver, on the receiver's queue if it
+/// has one.
+let deliverFiring: mtr_fire_fn = { context, raw in
+    let firing = raw.pointee
+    let tick = Tick(
+        scheduled: TimerInstant(nanoseconds: firing.scheduled_ns),
+        fired: TimerInstant(nanoseconds: firing.fired_ns),
+        missed: Int(clamping: firing.missed),
+        sequence: firing.sequence
+    )
+    Unmanaged<TimerCore>.fromOpaque(context!)._withUnsafeGuaranteedRef { receiver in
+        if receiver.queue == nil {
+            receiver.receive(tick, from: firing.timer)
+        } else {
+            receiver.enqueue(tick, from: firing.timer)
+        }
+    }
+}
+
+/// Tells the receiver its arming is gone before letting go of it: this may be the last
+/// reference.
+let releaseReceiver: mtr_release_fn = { context in
+    let receiver = Unmanaged<TimerCore>.fromOpaque(context!)
+    receiver._withUnsafeGuaranteedRef { $0.released() }
+    receiver.release()
+}

@@ -1,0 +1,313 @@
+internal import CMetronome
+@preconcurrency import Dispatch
+
+/// The shell around ``TimerStateMachine``: decides under the lock, and arms, moves or
+/// disarms before unlocking, with one seam call that takes only the seam's own locks; the
+/// handler, a retirement and anything that may call back into the timer run unlocked.
+///
+/// A handler may call back into its timer, and `cancelAndWait` waits for handlers that take
+/// the same lock. Nothing an arming hands out keeps the ``SafeDispatchTimer`` alive, so a
+/// dropped timer is cancelled by its deinit rather than kept alive by its own schedule. The
+/// engine holds the core as its C timer's context: a firing finds the lock and the state in
+/// this one object. No `ManagedBuffer` can be `Sendable`, so its holders say with
+/// `nonisolated(unsafe)` that it is safe from any thread: its mutable state is behind its lock.
+final class TimerCore: LockedBuffer<TimerCoreContents> {
+    static func make(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
+        // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
+        mtr_fork_watch()
+        return Self.make(TimerCoreContents(queue: queue, clock: clock, state: TimerState(firing: firing)))
+    }
+
+    // Set once at creation: read without the lock, where they lie.
+    var firing: any TimerFiring { unsafeAddress { self.contents(\.state.firing) } }
+    var clock: TimerClock { unsafeAddress { self.contents(\.clock) } }
+    var queue: DispatchQueue? { unsafeAddress { self.contents(\.queue) } }
+
+    @inline(__always) private func contents<Part>(_ part: KeyPath<TimerCoreContents, Part>) -> UnsafePointer<Part> {
+        UnsafePointer(self.withUnsafeMutablePointerToHeader { $0.pointer(to: part)! })
+    }
+
+    var schedule: TimerSchedule? {
+        self.withLockedStorage { $0.machine.state.schedule }
+    }
+
+    var state: SafeDispatchTimer.State {
+        self.withLockedStorage { $0.machine.state.public }
+    }
+
+    func now() -> Int64 {
+        self.firing.now(self.clock)
+    }
+
+    func schedule(deadline: DispatchTime, repeating: DispatchTimeInterval, leeway: DispatchTimeInterval)
+        -> TimerSchedule?
+    {
+        guard case .nanoseconds(let leeway)? = DispatchConversions.interval(leeway),
+            let period = DispatchConversions.interval(repeating)
+        else { return nil }
+        return Self.schedule(start: self.nanoseconds(of: deadline), period: period.nanoseconds, leeway: leeway)
+    }
+
+    /// A `DispatchTime` on this timer's clock. Inlined: on the monotonic clock it is one
+    /// conversion, and a call would cost more.
+    @inline(__always)
+    private func nanoseconds(of deadline: DispatchTime) -> Int64 {
+        // A closure, not the method `self.firing.now`: that would capture the backend, a
+        // retain and a release on every reschedule, even on the monotonic clock, which
+        // never reads it.
+        DispatchConversions.deadline(deadline, on: self.clock) { self.firing.now($0) }
+    }
+
+    private static func schedule(start: Int64, period: Int64?, leeway: Int64) -> TimerSchedule? {
+        // `.distantFuture` means "never": keep the window representable.
+        TimerSchedule(
+            deadlineNanoseconds: min(start, .max - min(leeway, period ?? leeway)),
+            periodNanoseconds: period,
+            leewayNanoseconds: leeway
+        )
+    }
+
+    /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
+    /// the backend refused.
+    func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
+        let outcome = self.withLockedStorage { storage -> Result<Bool, TimerError> in
+            guard case .arm(let schedule) = storage.machine.schedule(schedule) else { return .success(false) }
+            storage.handler = TimerState.Handler(run: handler)
+            return self.arm(schedule, &storage)
+        }
+        return try outcome.get()
+    }
+
+    func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval) -> Bool {
+        guard let period = DispatchConversions.interval(repeating) else { return false }
+        // Read outside the lock: a backend's clock may take a lock of its own.
+        let start = self.nanoseconds(of: deadline)
+        return self.reschedule { leeway in Self.schedule(start: start, period: period.nanoseconds, leeway: leeway) }
+    }
+
+    func schedule(after delay: Duration, every period: Duration?, leeway: Duration) -> TimerSchedule? {
+        guard let deadline = self.deadline(after: delay), let leeway = leeway.representableNanoseconds
+        else { return nil }
+        return Self.schedule(at: deadline, every: period, leeway: leeway)
+    }
+
+    func reschedule(after delay: Duration, every period: Duration?) -> Bool {
+        guard let deadline = self.deadline(after: delay) else { return false }
+        return self.reschedule(at: deadline, every: period)
+    }
+
+    func reschedule(at deadline: Int64, every period: Duration?) -> Bool {
+        self.reschedule { leeway in Self.schedule(at: deadline, every: period, leeway: leeway) }
+    }
+
+    /// `delay` from now on this timer's clock, which is read only for a valid delay; `nil`
+    /// for a negative delay or a deadline past `Int64` nanoseconds.
+    private func deadline(after delay: Duration) -> Int64? {
+        guard delay >= .zero, let delay = delay.representableNanoseconds else { return nil }
+        let (deadline, overflow) = self.now().addingReportingOverflow(delay)
+        return overflow ? nil : deadline
+    }
+
+    static func schedule(at deadline: Int64, every period: Duration?, leeway: Int64) -> TimerSchedule? {
+        // A period too long for `Int64` is refused, not saturated into a different one.
+        let periodNanoseconds = period.map { $0.representableNanoseconds }
+        if periodNanoseconds == .some(nil) { return nil }
+        return TimerSchedule(
+            deadlineNanoseconds: deadline, periodNanoseconds: periodNanoseconds ?? nil, leewayNanoseconds: leeway)
+    }
+
+    /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
+    /// current leeway; `nil` rejects the move. A running timer's arming is moved in place:
+    /// on the engine a later deadline on the same clock is an O(1) move in the core.
+    private func reschedule(_ makeSchedule: (_ leewayNanoseconds: Int64) -> TimerSchedule?) -> Bool {
+        self.withLockedStorage { storage in
+            guard let current = storage.machine.state.schedule,
+                let schedule = makeSchedule(current.leewayNanoseconds)
+            else { return false }
+            switch storage.machine.reschedule(schedule) {
+            case .arm(let schedule): return (try? self.arm(schedule, &storage).get()) != nil
+            case .keepSuspended: return true
+            case .reject: return false
+            }
+        }
+    }
+
+    func suspend() -> Bool {
+        self.withLockedStorage { self.carryOut($0.machine.suspend(), &$0) }
+    }
+
+    func resume() -> Bool {
+        // Read outside the lock: a backend's clock may take a lock of its own.
+        let now = self.now()
+        return self.withLockedStorage { storage in
+            guard case .arm(let schedule) = storage.machine.resume(now: now) else { return false }
+            return (try? self.arm(schedule, &storage).get()) != nil
+        }
+    }
+
+    func cancel() -> Bool {
+        self.withLockedStorage { self.carryOut($0.machine.cancel(), &$0) }
+    }
+
+    func cancelAndWait() {
+        _ = self.cancel()
+        guard !CurrentHandler.isRunning(for: self) else { return }
+        self.waitForHandlers { () -> (TimerState.HandlerWaiter, DispatchSemaphore) in
+            let semaphore = DispatchSemaphore(value: 0)
+            return (.blocked(semaphore), semaphore)
+        }?.wait()
+    }
+
+    func cancelAndAwaitHandlers() async {
+        _ = self.cancel()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            if self.waitForHandlers({ (.suspended(continuation), ()) }) == nil { continuation.resume() }
+        }
+    }
+
+    /// Queues the waiter `makeWaiter` builds, and returns what comes with it, only while a
+    /// handler runs; `nil` when none does, and nothing is made.
+    private func waitForHandlers<Wait>(_ makeWaiter: () -> (TimerState.HandlerWaiter, Wait)) -> Wait? {
+        let fork = mtr_fork_generation()
+        return self.withLockedStorage { storage in
+            guard storage.isHandlerRunning, storage.isBusy(inFork: fork) else { return nil }
+            let (waiter, wait) = makeWaiter()
+            storage.waitingMade().callers.append(waiter)
+            return wait
+        }
+    }
+
+    /// Stops firing for good, whatever the state: later schedules are refused.
+    func close() {
+        self.withLockedStorage { _ = self.carryOut($0.machine.close(), &$0) }
+    }
+
+    /// Arms `schedule` in place of the current arming, under the lock, and records the new
+    /// arming before any of its firings can look for it. A refusal stops the timer.
+    private func arm(_ schedule: TimerSchedule, _ storage: inout TimerState) -> Result<Bool, TimerError> {
+        do {
+            storage.arming = try storage.firing.arm(schedule, clock: self.clock, for: self, replacing: storage.arming)
+            return .success(true)
+        } catch {
+            storage.machine.refused()
+            return .failure(error)
+        }
+    }
+
+    private func carryOut(_ stop: TimerStateMachine.StopAction, _ storage: inout TimerState) -> Bool {
+        switch stop {
+        case .disarm:
+            if let arming = storage.arming { storage.firing.disarm(arming) }
+            return true
+        case .acknowledge: return true
+        case .reject: return false
+        }
+    }
+
+    /// The seam let go of this timer, unlocked: if it stopped for good, the timer is cancelled
+    /// and lets go of its handler, as a cancel would. Otherwise the owner retired it.
+    func released() {
+        guard self.firing.hasStopped else { return }
+        self.withLockedStorage { storage in
+            storage.machine.abandon()
+            storage.arming = nil
+        }
+    }
+
+    /// Runs `body` on the state (reached alone: the rest is read unlocked) under the lock. A
+    /// handler the timer no longer needs (see `takeHandlerIfStopped`) is released after
+    /// unlocking: its captures' deinits may call back into this timer.
+    private func withLockedStorage<Result>(_ body: (inout TimerState) -> Result) -> Result {
+        let (result, stopped) = self.withLock { contents in
+            let state = contents.pointer(to: \.state)!
+            return (body(&state.pointee), state.pointee.takeHandlerIfStopped())
+        }
+        withExtendedLifetime(stopped) {}
+        return result
+    }
+
+    /// Closes the timer for its owner's deinit and retires its arming, unlocked: the
+    /// engine's retirement may release this object.
+    func ownerGone() {
+        let arming = self.withLockedStorage { storage in
+            _ = self.carryOut(storage.machine.close(), &storage)
+            return storage.arming.take()
+        }
+        if let arming { self.firing.retire(arming) }
+    }
+
+    /// A firing of `arming`, on the timer's queue (or the seam's thread without one).
+    func receive(_ tick: Tick, from arming: UInt64) {
+        self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false)
+    }
+
+    /// A firing of `arming` on the engine's firing thread, for a timer with a queue: it goes
+    /// to the queue unless one of this timer's is on its way or running, and then waits.
+    func enqueue(_ tick: Tick, from arming: UInt64) {
+        let firing = TimerState.Firing(tick: tick, arming: arming)
+        let fork = mtr_fork_generation()
+        guard self.withLockedStorage({ $0.admit(firing, inFork: fork) }) else { return }
+        nonisolated(unsafe) let core = self
+        self.queue?.async { core.deliver(firing, admitted: true) }
+    }
+
+    /// Runs `firing` (admitting it first unless `admitted` on its way to the queue), then
+    /// each firing that waited its turn meanwhile, where `firing` ran: right here for one
+    /// the seam delivered (on its own thread, or on the queue it was given; a virtual
+    /// timeline runs handlers on the thread that advances it), and in a block of its own on
+    /// the queue for one this timer took there, so that a timer whose handler falls behind
+    /// never holds a serial queue for good.
+    ///
+    /// Runs the handler if the firing is the current arming's.
+    private func deliver(_ firing: TimerState.Firing, admitted: Bool) {
+        let fork = mtr_fork_generation()
+        let queue = admitted ? self.queue : nil
+        var next: TimerState.Firing? = firing
+        var admitted = admitted
+        while let firing = next {
+            var running: TimerState.Handler?
+            next = self.withLockedStorage { storage -> TimerState.Firing? in
+                guard admitted || storage.admit(firing, inFork: fork) else { return nil }
+                if storage.arming == firing.arming,
+                    storage.machine.fired(scheduled: firing.tick.scheduled.nanoseconds) == .runHandler
+                {
+                    // A one-shot that fired is idle: its handler is moved out, not copied, and
+                    // goes once it returns.
+                    running = storage.takeHandlerIfStopped() ?? storage.handler
+                    guard running == nil else {
+                        storage.isHandlerRunning = true
+                        return nil
+                    }
+                }
+                return storage.nextFiring()
+            }
+            admitted = true
+            if running != nil { next = self.run(&running, firing.tick, inFork: fork) }
+            if let following = next, let queue {
+                nonisolated(unsafe) let core = self
+                queue.async { core.deliver(following, admitted: true) }
+                return
+            }
+        }
+    }
+
+    /// Runs the handler, then ends the firing's turn: returns the firing that waited.
+    private func run(_ running: inout TimerState.Handler?, _ tick: Tick, inFork fork: UInt32) -> TimerState.Firing? {
+        // Released while the handler still counts as running: its captures' deinits have
+        // run when `cancelAndWait` returns, and one that calls `cancelAndWait` on this
+        // timer returns at once instead of waiting for itself.
+        CurrentHandler.run(for: self) {
+            running?.run(tick)
+            running = nil
+        }
+        // A handler that forked goes on in the child too, outside this timer's deliveries
+        // there (see `deliveringInFork`): that copy leaves them be.
+        guard mtr_fork_generation() == fork else { return nil }
+        let (callers, next) = self.withLockedStorage { storage in
+            storage.isHandlerRunning = false
+            return (storage.takeCallers(), storage.nextFiring())
+        }
+        callers?.forEach { $0.release() }
+        return next
+    }
+}
