@@ -60,7 +60,7 @@ public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible {
         lhs.code == rhs.code
     }
 
-    /// Hashes the `errno` alone, as ``==`` compares it.
+    /// Hashes the `errno` alone, which is what equality compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(self.code)
     }

@@ -205,8 +205,10 @@ public final class TimerEngine: Sendable {
     /// Stops the engine: disarms every timer, waits for a running handler, releases every
     /// handler. A running ``SafeDispatchTimer`` on it is then cancelled; a suspended one
     /// stays suspended, and resuming it returns `false`. Timers scheduled on it afterwards
-    /// return `false`. Idempotent; safe from a handler (it then returns at once and the
-    /// teardown finishes when the handler returns).
+    /// return `false`. Idempotent. From an inline handler of any engine it returns at once,
+    /// and this engine's firing thread finishes the teardown (after its own running handler,
+    /// if it is this engine's): a firing thread never waits for another, so engines whose
+    /// handlers shut each other down cannot deadlock.
     ///
     /// The corresponding C function is `mtr_engine_stop`.
     public func shutdown() {
