@@ -63,7 +63,7 @@ struct ScaleCommand: ParsableCommand {
     /// holds, with a time limit, rather than at `--timers`.
     @Option(
         help:
-            "Tasks armed per NIO loop (and tasks left sleeping) for the armed-count table, comma-separated, each 1 to 10000000."
+            "Tasks armed per NIO loop (and tasks left sleeping) for the armed-count table, comma-separated, each 1 to 1000000."
     )
     var armed: String = "1000,10000,100000"
 
@@ -105,7 +105,7 @@ struct ScaleCommand: ParsableCommand {
                 guard let count = Int(text) else {
                     throw ValidationError("--armed: '\(text)' is not a count; give counts such as 1000,10000")
                 }
-                try OptionRules.check(count, "--armed", in: 1...10_000_000)
+                try OptionRules.check(count, "--armed", in: 1...1_000_000)
                 return count
             }
         }
