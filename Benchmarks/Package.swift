@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // The Linux calls SwiftGlibc does not import: timerfd, gettid, prctl and malloc_trim.
@@ -40,6 +41,8 @@ let package = Package(
                 "CMeasurements",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "MetronomeTestSupport", package: "Metronome"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSwift
         ),
@@ -54,6 +57,8 @@ let package = Package(
                 .product(name: "CMetronome", package: "Metronome"),
                 // TimerContract: the stress shadow's expected outcomes.
                 .product(name: "MetronomeTesting", package: "Metronome"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSwift
         ),

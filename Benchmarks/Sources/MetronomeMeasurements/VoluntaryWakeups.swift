@@ -1,7 +1,7 @@
+internal import CMeasurements
 import Glibc
 
-/// Voluntary context switches of the whole process: a count of thread wake-ups that works
-/// for every backend.
+/// Voluntary context switches: a count of thread wake-ups that works for every backend.
 ///
 /// A thread switches out voluntarily when it blocks (in `epoll_wait`, `read`, a futex) and
 /// wakes up once per switch, so the difference over a run approximates how often the process
@@ -14,5 +14,15 @@ public enum VoluntaryWakeups {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return usage.ru_nvcsw
+    }
+
+    /// `getrusage(RUSAGE_THREAD).ru_nvcsw`: voluntary context switches of the calling thread
+    /// so far, or `nil` if the kernel refuses to say.
+    ///
+    /// Read on a backend's one firing thread before and after a run, the difference is that
+    /// thread's own wake-ups, free of every other thread of the process.
+    public static func countOfThisThread() -> Int? {
+        var count = 0
+        return cmeasurements_thread_voluntary_switches(&count) == 0 ? count : nil
     }
 }

@@ -62,7 +62,9 @@ struct CLISmokeTests {
 
     @Test(.timeLimit(.minutes(5)))
     func jitterReportsEveryBackendWithTheStableKeys() throws {
-        let backends = ["engine", "engine-spin", "gcd", "gcd-safe", "timerfd", "sleep-engine", "sleep-continuous"]
+        let backends = [
+            "engine", "engine-spin", "gcd", "gcd-safe", "nio", "timerfd", "sleep-engine", "sleep-continuous",
+        ]
         let rows = try self.report(
             ["jitter", "--samples", "200", "--rounds", "2", "--backends", backends.joined(separator: ",")],
             command: "jitter")
@@ -141,7 +143,7 @@ struct CLISmokeTests {
     func coalesceReportsWakeUpsAgainstTheOptimum() throws {
         let rows = try self.report(
             ["coalesce", "--timers", "300", "--window", "300", "--leeway", "30"], command: "coalesce")
-        #expect(rows.map { $0["backend"] as? String } == ["engine", "gcd"])
+        #expect(rows.map { $0["backend"] as? String } == ["engine", "gcd", "nio"])
         for row in rows {
             #expect(Set(row.keys) == Self.latencyKeys.union(["wakeups", "optimum_wakeups", "in_window", "late"]))
             #expect(row["samples"] as? Int == 300)
@@ -155,8 +157,12 @@ struct CLISmokeTests {
 
     @Test(.timeLimit(.minutes(5)))
     func scaleFiresEveryTimerInOrderAndNoneEarly() throws {
-        let rows = try self.report(
-            ["scale", "--timers", "20000", "--gcd-timers", "2000", "--operations", "20000"], command: "scale")
+        let report = try self.envelope(
+            [
+                "scale", "--timers", "20000", "--gcd-timers", "2000", "--operations", "20000", "--armed", "100,1000",
+                "--armed-operations", "2000",
+            ], command: "scale")
+        let rows = report.results.filter { $0["armed"] == nil }
         #expect(rows.map { $0["backend"] as? String } == ["core", "engine-swift", "gcd"])
         for row in rows {
             #expect(
@@ -168,6 +174,46 @@ struct CLISmokeTests {
             #expect(row["out_of_order"] as? Int == 0, "\(row)")
             #expect(row["early"] as? Int == 0, "\(row)")
             #expect((row["add_cancel_per_s"] as? Double ?? 0) > 0)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func scaleMeasuresNIOAndSleepingTasksAtEachArmedCount() throws {
+        let report = try self.envelope(
+            [
+                "scale", "--timers", "2000", "--gcd-timers", "200", "--operations", "2000", "--armed", "100,1000",
+                "--armed-operations", "2000", "--time-limit", "600",
+            ], command: "scale")
+        #expect(report.config["armed"] as? [Int] == [100, 1000])
+        let rows = report.results.filter { $0["armed"] != nil }
+        let backends = ["nio-loop", "nio-thread", "nio-loop", "nio-thread", "task-sleep", "task-sleep"]
+        #expect(rows.map { $0["backend"] as? String } == backends)
+        #expect(rows.map { $0["armed"] as? Int } == [100, 100, 1000, 1000, 100, 1000])
+        for row in rows {
+            #expect(row["finished"] as? Bool == true, "\(row)")
+            #expect(row["pairs_done"] as? Int == 2000, "\(row)")
+            #expect((row["add_cancel_per_s"] as? Double ?? 0) > 0, "\(row)")
+        }
+        #expect(
+            report.notes.contains {
+                $0.hasPrefix("nio: cancel removes the task from the loop's heap by a linear search")
+            })
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func scaleReportsARunPastItsTimeLimitAsNotFinished() throws {
+        // A hundred million pairs cannot be done in a millisecond.
+        let report = try self.envelope(
+            [
+                "scale", "--timers", "1000", "--gcd-timers", "100", "--operations", "1000", "--armed", "1000",
+                "--armed-operations", "100000000", "--time-limit", "0.001",
+            ], command: "scale")
+        let rows = report.results.filter { $0["armed"] != nil }
+        #expect(rows.map { $0["backend"] as? String } == ["nio-loop", "nio-thread", "task-sleep"])
+        for row in rows {
+            #expect(row["finished"] as? Bool == false, "\(row)")
+            #expect(row["add_cancel_per_s"] == nil, "\(row)")
+            #expect((row["pairs_done"] as? Int ?? .max) < 100_000_000, "\(row)")
         }
     }
 

@@ -36,7 +36,30 @@ extension RealTime {
             #expect(counters.wakeups.map { $0 >= 210 } ?? false == countsWakeups)
         }
 
-        @Test(.timeLimit(.minutes(1)), arguments: [TimerfdLoopSubject() as any JitterSubject, DispatchSubject()])
+        /// NIO's wake-ups are its loop thread's blocks: a late loop runs a due task without
+        /// blocking, so only their presence is certain, not one per firing.
+        @Test(.timeLimit(.minutes(1)))
+        func eventLoopDeliversEverySampleNeverEarlyAndCountsItsLoopsWakeups() throws {
+            let recorder = LatencyRecorder(target: config.samples, discardFirst: config.warmup)
+            let counters = try EventLoopSubject().run(config, recorder: recorder)
+            #expect(recorder.summary.samples == 200)
+            #expect(recorder.summary.early == 0)
+            #expect(recorder.firings >= 210)
+            #expect((counters.wakeups ?? 0) > 0)
+            #expect(counters.note?.contains("no leeway") == true)
+        }
+
+        @Test func eventLoopRefusesAClockItCannotScheduleOn() {
+            var config = self.config
+            config.clock = .boottime
+            #expect(throws: MeasurementError.invalidConfiguration("nio schedules on CLOCK_MONOTONIC only")) {
+                try EventLoopSubject().run(config, recorder: LatencyRecorder(target: 1))
+            }
+        }
+
+        @Test(
+            .timeLimit(.minutes(1)),
+            arguments: [TimerfdLoopSubject() as any JitterSubject, DispatchSubject(), EventLoopSubject()])
         func severalTimersWithHandlerWork(subject: any JitterSubject) throws {
             var config = self.config
             config.timers = 3
@@ -72,6 +95,18 @@ extension RealTime {
             #expect(recorder.summary.samples == 300)
             #expect(recorder.early == 0)
             #expect(recorder.inWindow + recorder.late == 300)
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func eventLoopFiresEveryOneShotNeverEarlyAndCountsItsLoopsWakeups() throws {
+            let config = Self.coalesceConfig(seed: 3)
+            let recorder = CoalesceRecorder(timers: config.timers, leewayNanoseconds: config.leewayNanoseconds)
+            let counters = try EventLoopSubject().run(config, deadlines: config.deadlines(), recorder: recorder)
+            #expect(recorder.summary.samples == 300)
+            #expect(recorder.early == 0)
+            #expect(recorder.inWindow + recorder.late == 300)
+            #expect((counters.wakeups ?? 0) > 0)
+            #expect(counters.note?.contains("no leeway") == true)
         }
 
         @Test(.timeLimit(.minutes(1)))
@@ -143,7 +178,9 @@ extension RealTime {
             #expect(CoalesceRunner.notes(config: config, load: 0, results: results).count == 3)
         }
 
-        @Test(.timeLimit(.minutes(1)), arguments: [TimerfdLoopSubject() as any JitterSubject, DispatchSubject()])
+        @Test(
+            .timeLimit(.minutes(1)),
+            arguments: [TimerfdLoopSubject() as any JitterSubject, DispatchSubject(), EventLoopSubject()])
         func timingOutTearsDownAndThrows(subject: any JitterSubject) throws {
             // Discarding every firing keeps the recorder incomplete until the subject gives up.
             let recorder = LatencyRecorder(target: 1, discardFirst: .max)

@@ -39,6 +39,42 @@ import Testing
         if backend != .gcd { #expect(result.early == 0) }
     }
 
+    // The task-sleep rows are tested through the CLI only: their tasks need a free thread of
+    // the cooperative pool, which other tests in this process hold while they wait.
+
+    @Test(.timeLimit(.minutes(3)))
+    func nioFinishesEveryPairWithinAGenerousLimitOnTheLoopAndFromAnotherThread() throws {
+        var config = Self.config
+        config.armed = [10, 200]
+        config.armedOperations = 500
+        config.timeLimitNanoseconds = 600_000_000_000
+        let rows = try EventLoopScaleSubject().run(config)
+        #expect(rows.map(\.backend) == ["nio-loop", "nio-thread", "nio-loop", "nio-thread"])
+        #expect(rows.map(\.armed) == [10, 10, 200, 200])
+        for row in rows {
+            #expect(row.finished)
+            #expect(row.pairs == 500)
+            #expect(row.pairsDone == 500)
+            #expect((row.addCancelPerSecond ?? 0) > 0)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aNIORunPastTheTimeLimitStopsAndDoesNotFinish() throws {
+        var config = Self.config
+        config.armed = [10]
+        config.armedOperations = 100_000
+        // No time at all: the first look at the clock, after 64 pairs, stops the run.
+        config.timeLimitNanoseconds = 0
+        let rows = try EventLoopScaleSubject().run(config)
+        #expect(rows.map(\.backend) == ["nio-loop", "nio-thread"])
+        for row in rows {
+            #expect(!row.finished)
+            #expect(row.addCancelPerSecond == nil)
+            #expect(row.pairsDone == 64)
+        }
+    }
+
     @Test func creationOrderGoesRoundEveryTimerFromEachThreadsShareOfThem() {
         var second = AccessOrder.creation.picks(among: 10, seed: 1, thread: 1, of: 2)
         #expect((0..<12).map { _ in second.next() } == [5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6])

@@ -3,9 +3,9 @@
 
 /*
  * The Linux calls the measurements make that SwiftGlibc does not import. timerfd and
- * malloc_trim come straight from their headers; pthread_attr_setaffinity_np is
- * declared only under _GNU_SOURCE, CPU_SET is a macro and prctl is variadic, which Swift
- * cannot call, so those get a function each.
+ * malloc_trim come straight from their headers; pthread_attr_setaffinity_np and
+ * RUSAGE_THREAD are declared only under _GNU_SOURCE, CPU_SET is a macro and prctl is
+ * variadic, which Swift cannot call, so those get a function each.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -33,6 +33,16 @@ int cmeasurements_get_timer_slack(unsigned long *out_ns);
  * pthread_attr_setaffinity_np.
  */
 int cmeasurements_attr_pin(pthread_attr_t *attributes, int cpu);
+
+/**
+ * cmeasurements_thread_voluntary_switches - the calling thread's voluntary context switches
+ * @out_count: receives the count, only on success
+ *
+ * Context: any thread; the count is the caller's own (getrusage(RUSAGE_THREAD)): each is
+ * the thread blocking, in epoll_wait, read or a futex, and so one wake-up.
+ * Return: 0, or the errno of getrusage.
+ */
+int cmeasurements_thread_voluntary_switches(long *out_count);
 
 #pragma clang assume_nonnull end
 

@@ -18,6 +18,39 @@ public enum ScaleProbe {
         }.max()!
     }
 
+    /// A rate measured under a time limit.
+    struct LimitedRate: Sendable, Equatable {
+        /// Operations per second, or `nil` when a run did not finish within the limit.
+        var perSecond: Double?
+        /// Operations done by the run the limit stopped, or all of them.
+        var done: Int
+    }
+
+    /// As ``rate(_:_:)``, but each run stops once `limitNanoseconds` have passed, and then
+    /// the rate is "did not finish": for operations whose cost grows with what is armed, so
+    /// that a large count reports rather than hangs. `drain(deadline)` runs after each run's
+    /// operations, inside its time, and returns `false` if what they started was not done by
+    /// `deadline`.
+    static func rate(
+        _ count: Int, limitNanoseconds: Int64, _ body: (Int) -> Void, drain: (_ deadline: Int64) -> Bool = { _ in true }
+    ) -> LimitedRate {
+        var best = 0.0
+        for _ in 0..<self.repeats {
+            let start = MonotonicTime.now()
+            let deadline = start + limitNanoseconds
+            for index in 0..<count {
+                body(index)
+                // Reading the clock every operation would add its own cost to cheap ones.
+                if index % 64 == 63, MonotonicTime.now() > deadline {
+                    return LimitedRate(perSecond: nil, done: index + 1)
+                }
+            }
+            guard drain(deadline) else { return LimitedRate(perSecond: nil, done: count) }
+            best = max(best, Double(count) / (Double(MonotonicTime.now() - start) / 1e9))
+        }
+        return LimitedRate(perSecond: best, done: count)
+    }
+
     /// Total operations per second of `threads` threads each running `perThread(thread)`:
     /// the best of ``repeats``, each on threads of its own. Thread k runs on the k-th CPU
     /// this process may use, as a server pins a worker per core, so that no two of them

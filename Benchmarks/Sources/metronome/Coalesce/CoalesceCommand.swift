@@ -8,7 +8,7 @@ import MetronomeMeasurements
 struct CoalesceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coalesce",
-        abstract: "Wake-ups of one-shot timers with leeway, engine versus GCD, against the optimum."
+        abstract: "Wake-ups of one-shot timers with leeway, engine versus GCD and NIO, against the optimum."
     )
 
     @Option(help: "One-shot timers per backend, 1 to 1000000.")
@@ -48,7 +48,9 @@ struct CoalesceCommand: ParsableCommand {
             leewayNanoseconds: OptionConversion.nanoseconds(self.leeway, nanosecondsPerUnit: 1e6),
             seed: self.seed
         )
-        let subjects: [any CoalesceSubject] = [EngineCoalesceSubject(engine: try TimerEngine()), DispatchSubject()]
+        let subjects: [any CoalesceSubject] = [
+            EngineCoalesceSubject(engine: try TimerEngine()), DispatchSubject(), EventLoopSubject(),
+        ]
         if let hgrm = self.hgrm { HistogramFiles.prepare(directory: hgrm, names: subjects.map(\.name), for: Self.self) }
         let results = try CoalesceRunner.run(
             subjects: subjects,

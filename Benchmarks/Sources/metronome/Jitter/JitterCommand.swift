@@ -7,14 +7,14 @@ import MetronomeMeasurements
 struct JitterCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "jitter",
-        abstract: "Handler lateness of repeating timers: engine, engine-rt, engine-spin, gcd, timerfd."
+        abstract: "Handler lateness of repeating timers: engine, engine-rt, engine-spin, gcd, nio, timerfd."
     )
 
-    /// Backends whose deadlines only `DispatchTime` or `ContinuousClock` can express.
-    static let monotonicOnlyBackends: Set = ["gcd", "gcd-safe", "sleep-engine", "sleep-continuous"]
+    /// Backends whose deadlines only `DispatchTime`, `NIODeadline` or `ContinuousClock` can express.
+    static let monotonicOnlyBackends: Set = ["gcd", "gcd-safe", "nio", "sleep-engine", "sleep-continuous"]
 
     static let knownBackends = [
-        "engine", "engine-rt", "engine-spin", "gcd", "gcd-safe", "timerfd", "sleep-engine", "sleep-continuous",
+        "engine", "engine-rt", "engine-spin", "gcd", "gcd-safe", "nio", "timerfd", "sleep-engine", "sleep-continuous",
     ]
 
     /// What pinning a measuring thread means for the backends where it is not the whole story,
@@ -26,6 +26,7 @@ struct JitterCommand: ParsableCommand {
     static let pinningCaveats: [String: (pinned: Bool, note: String)] = [
         "gcd": (false, dispatchThreads),
         "gcd-safe": (false, dispatchThreads),
+        "nio": (false, "MultiThreadedEventLoopGroup starts its loop's thread itself, which is not pinned"),
         "sleep-continuous": (
             true,
             "each task resumes on a thread pinned to its CPU, woken from libdispatch's threads, which cannot be pinned"
@@ -105,7 +106,7 @@ struct JitterCommand: ParsableCommand {
     private var effectivePriority: Int { self.policy == .other ? 0 : self.priority }
 
     @Option(help: "Backends to run, comma-separated (also: gcd-safe, sleep-engine, sleep-continuous).")
-    var backends: String = "engine,engine-rt,engine-spin,gcd,timerfd"
+    var backends: String = "engine,engine-rt,engine-spin,gcd,nio,timerfd"
 
     @Option(help: "Write an HdrHistogram percentile file per backend into this directory.")
     var hgrm: String?
@@ -384,6 +385,8 @@ struct JitterCommand: ParsableCommand {
             return DispatchSubject()
         case "gcd-safe":
             return SafeTimerJitterSubject(name: name, backend: .dispatch, engine: nil)
+        case "nio":
+            return EventLoopSubject()
         case "timerfd":
             return TimerfdLoopSubject(cpu: cpu)
         case "sleep-engine":

@@ -5,11 +5,13 @@ import MetronomeMeasurements
 import MetronomeWorkloads
 
 /// `metronome scale`: a million armed timers — add, cancel, reschedule, memory and firing —
-/// for the C core, the Swift API on the engine, and GCD.
+/// for the C core, the Swift API on the engine, and GCD; then add+cancel with fewer armed
+/// for swift-nio's loop and for a sleeping `Task` per timeout.
 struct ScaleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scale",
-        abstract: "Add+cancel, reschedule, memory per timer and fire throughput with many timers armed."
+        abstract:
+            "Add+cancel, reschedule, memory per timer and fire throughput with many timers armed; NIO and Task.sleep beside."
     )
 
     @Option(
@@ -57,6 +59,25 @@ struct ScaleCommand: ParsableCommand {
     )
     var shards: Int = min(ProcessInfo.processInfo.activeProcessorCount, TimerEngine.Configuration.maximumShards)
 
+    /// NIO's cancel searches its heap linearly, so its pairs are measured at counts a loop
+    /// holds, with a time limit, rather than at `--timers`.
+    @Option(
+        help:
+            "Tasks armed per NIO loop (and tasks left sleeping) for the armed-count table, comma-separated, each 1 to 1000000."
+    )
+    var armed: String = "1000,10000,100000"
+
+    @Option(
+        name: .customLong("armed-operations"),
+        help: "Add+cancel pairs per run of the armed-count table, 1 to 100000000.")
+    var armedOperations: Int = 20_000
+
+    @Option(
+        name: .customLong("time-limit"),
+        help: "Seconds one run of the armed-count table may take before it is reported as not finished, 0.001 to 3600."
+    )
+    var timeLimit: Double = 10
+
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
@@ -72,6 +93,22 @@ struct ScaleCommand: ParsableCommand {
         try OptionRules.check(self.operations, "--operations", in: 1...100_000_000)
         try OptionRules.check(self.fireWindow, "--fire-window", in: 0...60_000, unit: "ms")
         try OptionRules.check(self.shards, "--shards", in: 1...TimerEngine.Configuration.maximumShards)
+        try OptionRules.check(self.armedOperations, "--armed-operations", in: 1...100_000_000)
+        try OptionRules.check(self.timeLimit, "--time-limit", in: 0.001...3600, unit: "s")
+        _ = try self.armedCounts
+    }
+
+    /// `--armed` as counts, each in range.
+    private var armedCounts: [Int] {
+        get throws {
+            try self.armed.split(separator: ",", omittingEmptySubsequences: false).map { text in
+                guard let count = Int(text) else {
+                    throw ValidationError("--armed: '\(text)' is not a count; give counts such as 1000,10000")
+                }
+                try OptionRules.check(count, "--armed", in: 1...1_000_000)
+                return count
+            }
+        }
     }
 
     func run() throws {
@@ -86,7 +123,8 @@ struct ScaleCommand: ParsableCommand {
             timers: self.timers, gcdTimers: self.gcdTimers, operations: self.operations,
             fireWindowNanoseconds: OptionConversion.nanoseconds(self.fireWindow, nanosecondsPerUnit: 1e6),
             seed: self.seed,
-            shards: self.shards, order: self.order
+            shards: self.shards, order: self.order, armed: try self.armedCounts, armedOperations: self.armedOperations,
+            timeLimitNanoseconds: OptionConversion.nanoseconds(self.timeLimit, nanosecondsPerUnit: 1e9)
         )
         let subjects: [any ScaleSubject] = [CoreScaleSubject(), SwiftScaleSubject(), DispatchScaleSubject()]
         let progress = Terminal.progress(quiet: self.json)
@@ -94,7 +132,12 @@ struct ScaleCommand: ParsableCommand {
             progress?("scale: \(subject.name)…")
             return try subject.run(config)
         }
-        let notes = [
+        let armedSubjects: [any ArmedScaleSubject] = [EventLoopScaleSubject(), SleepingTaskScaleSubject()]
+        let armedResults = try armedSubjects.flatMap { subject in
+            progress?("scale: \(subject.name) at \(self.armed) armed…")
+            return try subject.run(config)
+        }
+        var notes = [
             "gcd runs \(self.gcdTimers) timers (one DispatchSource each) against \(self.timers) for the engine",
             "gcd add+cancel = make, schedule, activate and cancel a source: GCD cannot disarm one",
             "fires_per_s = timers fired / (last firing − earliest deadline); deadlines spread over \(self.fireWindow) ms",
@@ -103,13 +146,15 @@ struct ScaleCommand: ParsableCommand {
             "engines run \(self.shards) shard(s); all cores = \(OptionRules.cpuCount) threads, each arming a timer it created",
             "each rate is the best of \(ScaleProbe.repeats) runs",
         ]
+        notes += self.armedNotes
         let report = Report(
             command: "scale", invocation: .finished(startedAt: startedAt), config: config, machine: .current(),
-            results: results, notes: notes)
+            results: results.map(ScaleRow.timers) + armedResults.map(ScaleRow.armed), notes: notes)
         try Terminal.show(
             report, json: self.json,
-            settings: "\(self.timers) timers (gcd \(self.gcdTimers)), \(self.operations) operations",
-            tables: [Self.table(results)])
+            settings: "\(self.timers) timers (gcd \(self.gcdTimers)), \(self.operations) operations; "
+                + "armed-count table: \(self.armed) armed, \(self.armedOperations) pairs per run",
+            tables: [Self.table(results), Self.armedTable(armedResults)])
     }
 
     static func table(_ results: [ScaleResult]) -> String {
@@ -138,6 +183,35 @@ struct ScaleCommand: ParsableCommand {
                 ratio(r.reschedulePerSecond, gcd?.reschedulePerSecond),
                 ratio(r.rescheduleLaterPerSecond, gcd?.rescheduleLaterPerSecond),
                 ratio(r.bytesPerTimer, gcd?.bytesPerTimer), ratio(r.firesPerSecond, gcd?.firesPerSecond),
+            ]
+        }
+        return ResultTable.render(header: header, rows: rows)
+    }
+}
+
+extension ScaleCommand {
+    /// How the armed-count table was measured.
+    private var armedNotes: [String] {
+        [
+            "armed-count table: add+cancel pairs with \(self.armed) armed beside them, \(self.armedOperations) per run; "
+                + "a run still going after \(NumberText.fixed(self.timeLimit, places: 3)) s stops and does not finish",
+            "nio-loop: scheduleTask + cancel on the loop's own thread (NIO's fast path); "
+                + "nio-thread: the same from another thread, which takes the loop's lock and may wake it",
+            "nio: cancel removes the task from the loop's heap by a linear search, so its cost grows with the tasks armed",
+            "task-sleep: a Task per timeout sleeping in Task.sleep(for:), made and cancelled from one thread; "
+                + "a run ends when every cancelled task has finished",
+            "armed-count bytes_per_timer = resident memory growth (after malloc_trim) / tasks armed, handles included",
+        ]
+    }
+
+    static func armedTable(_ results: [ArmedScaleResult]) -> String {
+        let header = ["backend", "armed", "add+cancel/s", "bytes/timer"]
+        let rows = results.map { r in
+            [
+                r.backend, "\(r.armed)",
+                r.addCancelPerSecond.map { NumberText.fixed($0, places: 0) }
+                    ?? "did not finish (\(r.pairsDone) of \(r.pairs))",
+                NumberText.fixed(r.bytesPerTimer, places: 1),
             ]
         }
         return ResultTable.render(header: header, rows: rows)
