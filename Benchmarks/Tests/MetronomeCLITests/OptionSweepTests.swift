@@ -13,7 +13,10 @@ struct OptionSweepTests {
     static let quickArguments: [String: [String]] = [
         "jitter": ["--samples", "20", "--rounds", "1", "--backends", "timerfd", "--interval", "100"],
         "coalesce": ["--timers", "20", "--window", "5", "--leeway", "1"],
-        "scale": ["--timers", "1000", "--gcd-timers", "100", "--operations", "1000", "--fire-window", "1"],
+        "scale": [
+            "--timers", "1000", "--gcd-timers", "100", "--operations", "1000", "--fire-window", "1",
+            "--armed", "100", "--armed-operations", "100", "--time-limit", "1",
+        ],
         "stress": ["--duration", "0.3", "--threads", "1", "--timers", "4", "--load", "0"],
     ]
 
