@@ -63,7 +63,7 @@ typedef struct mtr_tick {
 	int64_t scheduled_ns;
 	/* The clock when the firing thread committed to this callback. */
 	int64_t fired_ns;
-	/* Deadlines of a repeating timer skipped before this one because
+	/* Deadlines of a repeating timer skipped ahead of this one because
 	 * their windows had closed: a late timer fires once and reports them
 	 * here instead of bursting. 0 when on time and for one-shots. The
 	 * earliest deadline covered is scheduled_ns - missed * period. */
@@ -410,7 +410,7 @@ int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
  * deadline in O(1), and gives the timer a new id: every callback of the new
  * schedule carries it, while a callback the firing thread had already begun
  * for the old schedule carries the old one. An owner that records the new id
- * before this returns can so tell the two apart without creating a timer.
+ * by the time this returns can so tell the two apart without creating a timer.
  * Destroy and cancel_sync treat a running callback of either id as the
  * timer's.
  *
@@ -455,7 +455,7 @@ int mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id timer);
  * mtr_timer_destroy - disarm a timer, release its context, retire its id
  *
  * Never waits. If the timer's callback is running, the context is released
- * when that callback returns; otherwise before this call returns. The id is
+ * when that callback returns; otherwise by the time this call returns. The id is
  * stale afterwards, for good: a slot is reused under a new generation, and
  * retired rather than reused once its 2^31 generations are spent.
  *

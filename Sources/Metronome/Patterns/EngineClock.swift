@@ -83,8 +83,8 @@ public struct EngineClock: Clock, Sendable {
     ///   - deadline: The instant to wake at, on ``clock``.
     ///   - tolerance: How late the wake-up may be, to share wake-ups; `nil` means none.
     /// - Throws: `CancellationError` if the task is cancelled before or during the sleep (the
-    ///   timer is then disarmed before this returns); the ``TimerError`` with which the
-    ///   backend refused to arm the timer: `ESHUTDOWN` for an engine that was shut down,
+    ///   timer is then disarmed by the time this returns); the ``TimerError`` with which the
+    ///   backend declined the arming: `ESHUTDOWN` for an engine shut down,
     ///   `ENOMEM` when memory ran out; `ESHUTDOWN` (from `mtr_engine_stop`) when the engine
     ///   shuts down during the sleep.
     public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {

@@ -7,7 +7,7 @@ public struct Tick: Sendable, Hashable {
     /// When the firing was committed to, on the same clock.
     public var fired: TimerInstant
 
-    /// Deadlines of a repeating timer skipped before this one because their leeway windows
+    /// Deadlines of a repeating timer skipped ahead of this one because their leeway windows
     /// had closed.
     ///
     /// A late repeating timer does not burst to catch up: it fires once, for the latest
