@@ -301,25 +301,30 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	return 0;
 }
 
-/* Asks the firing thread to leave its loop, and every shard to refuse
- * what would arm. Idempotent. */
+/*
+ * Has every shard refuse what would arm, then asks the firing thread to
+ * leave its loop. In that order: the firing thread reads the stop without
+ * the engine lock, and once it sees it, it drops every shard's timers, which
+ * no timer created later may escape. Idempotent.
+ */
 static void
 mtr_engine_request_stop_locked_(mtr_engine *engine)
 {
 	if (atomic_load_explicit(&engine->stopping, memory_order_relaxed))
 		return;
-	atomic_store_explicit(&engine->stopping, true, memory_order_release);
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		struct mtr_shard *shard = &engine->shards[s];
 		mtr_lock_take_(&shard->lock);
-		/* An expired timerfd stays readable, so this wake-up is never
-		 * lost whatever the loop is doing; moving it ends a spin. */
-		if (s == 0)
-			mtr_queue_set_fd_locked_(
-			    &shard->clocks[MTR_CLOCK_MONOTONIC], 1);
 		shard->stopping = true;
 		mtr_lock_give_(&shard->lock);
 	}
+	atomic_store_explicit(&engine->stopping, true, memory_order_release);
+	/* An expired timerfd stays readable, so this wake-up is never lost
+	 * whatever the loop is doing; moving it ends a spin. */
+	struct mtr_shard *first = &engine->shards[0];
+	mtr_lock_take_(&first->lock);
+	mtr_queue_set_fd_locked_(&first->clocks[MTR_CLOCK_MONOTONIC], 1);
+	mtr_lock_give_(&first->lock);
 }
 
 /* Waits, holding the engine, until the firing thread has finished: joins
