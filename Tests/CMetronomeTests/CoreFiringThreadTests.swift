@@ -144,12 +144,7 @@ extension CoreContractTests {
 
             /// Polls until recorded; false after `Bounds.patienceNs`.
             func wait() -> Bool {
-                let giveUp = Time.monotonic() + Bounds.patienceNs
-                while !recorded.load(ordering: .acquiring) {
-                    if Time.monotonic() > giveUp { return false }
-                    Time.sleep(Time.ms)
-                }
-                return true
+                eventually(timeout: .nanoseconds(Bounds.patienceNs)) { recorded.load(ordering: .acquiring) }
             }
         }
 
