@@ -28,8 +28,8 @@ let package = Package(
         // What tests and measurements share: a lock box to wait on, a gate, `eventually`, a
         // seeded generator, threads, clock readings and conversions, interval stabbing, and
         // running a package's executables. A product so that the Benchmarks package uses the
-        // same copy; it is not part of the library's API and depends on nothing here.
-        .library(name: "MetronomeTestSupport", targets: ["MetronomeTestSupport"]),
+        // same copy; the underscore says it is not part of the library's API.
+        .library(name: "_MetronomeTestSupport", targets: ["MetronomeTestSupport"]),
     ],
     traits: [
         .trait(name: "Logging", description: "MetronomeObservability logs an engine's events through swift-log."),

@@ -40,7 +40,7 @@ let package = Package(
             dependencies: [
                 "CMeasurements",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "MetronomeTestSupport", package: "Metronome"),
+                .product(name: "_MetronomeTestSupport", package: "Metronome"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -78,7 +78,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Metronome", package: "Metronome"),
                 .product(name: "MetronomeTesting", package: "Metronome"),
-                .product(name: "MetronomeTestSupport", package: "Metronome"),
+                .product(name: "_MetronomeTestSupport", package: "Metronome"),
             ],
             path: "Benchmarks/MetronomeBenchmarks",
             plugins: [
@@ -87,7 +87,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MetronomeMeasurementsTests",
-            dependencies: ["MetronomeMeasurements", .product(name: "MetronomeTestSupport", package: "Metronome")]
+            dependencies: ["MetronomeMeasurements", .product(name: "_MetronomeTestSupport", package: "Metronome")]
         ),
         .testTarget(
             name: "MetronomeWorkloadsTests",
@@ -98,7 +98,7 @@ let package = Package(
         // Runs the built `metronome` as a child process.
         .testTarget(
             name: "MetronomeCLITests",
-            dependencies: [.product(name: "MetronomeTestSupport", package: "Metronome")]
+            dependencies: [.product(name: "_MetronomeTestSupport", package: "Metronome")]
         ),
         .testTarget(
             name: "EngineClockAsyncAlgorithmsTests",

@@ -12,7 +12,7 @@ import Glibc
 ///
 /// ```swift
 /// do {
-///     try await EngineClock(engine: engine).sleep(for: .seconds(1))
+///     try await EngineClock(backend: .engine(engine)).sleep(for: .seconds(1))
 /// } catch let error as TimerError where error == .engineShutDown {
 ///     // the engine was shut down
 /// }
@@ -76,6 +76,13 @@ public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         let refusal = self.setting.map { setting in " \(setting) \(self.reason ?? "is invalid"):" } ?? ""
         return "\(self.operation):\(refusal) \(String(cString: strerror(self.code))) (errno \(self.code))"
+    }
+}
+
+extension TimerError {
+    /// A value the rules refuse: `EINVAL`, naming the setting and why.
+    static func invalid(_ setting: String, _ reason: String, in operation: String) -> TimerError {
+        TimerError(code: EINVAL, operation: operation, setting: setting, reason: reason)
     }
 }
 

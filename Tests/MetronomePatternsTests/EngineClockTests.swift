@@ -10,7 +10,7 @@ struct EngineClockTests {
 
     init() throws {
         self.engine = try makeEngine()
-        self.clock = EngineClock(engine: self.engine)
+        self.clock = EngineClock(backend: .engine(self.engine))
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -20,7 +20,7 @@ struct EngineClockTests {
         let now = self.clock.now
         #expect(now >= before)
         #expect(now <= TimerClock.monotonic.now())
-        #expect(EngineClock(engine: self.engine, clock: .boottime).clock == .boottime)
+        #expect(EngineClock(backend: .engine(self.engine), clock: .boottime).clock == .boottime)
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -43,7 +43,7 @@ struct EngineClockTests {
     @Test(.timeLimit(.minutes(1)))
     func sleepOnOtherClocksIsNeverEarly() async throws {
         for timerClock in [TimerClock.boottime, .wall] {
-            let clock = EngineClock(engine: self.engine, clock: timerClock)
+            let clock = EngineClock(backend: .engine(self.engine), clock: timerClock)
             for _ in 0..<20 {
                 let deadline = clock.now.advanced(by: .milliseconds(1))
                 try await clock.sleep(until: deadline)
@@ -131,7 +131,7 @@ struct EngineClockTests {
     func sleepOnAStoppedEngineThrows() async throws {
         let engine = try makeEngine()
         engine.shutdown()
-        let clock = EngineClock(engine: engine)
+        let clock = EngineClock(backend: .engine(engine))
         let error = await #expect(throws: TimerError.self) {
             try await clock.sleep(until: clock.now.advanced(by: .milliseconds(1)))
         }
@@ -145,7 +145,7 @@ struct EngineClockTests {
     @Test(.timeLimit(.minutes(1)))
     func aShutdownEndsTheSleepsOnItsEngine() async throws {
         let engine = try makeEngine()
-        let clock = EngineClock(engine: engine)
+        let clock = EngineClock(backend: .engine(engine))
         let sleeps = (0..<3).map { index in
             Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(3600 + index))) }
         }
@@ -165,7 +165,7 @@ struct EngineClockTests {
         // The shutdown comes 0 to 1.9 ms after the sleeps are started.
         for round in 0..<20 {
             let engine = try makeEngine()
-            let clock = EngineClock(engine: engine)
+            let clock = EngineClock(backend: .engine(engine))
             let sleeps = (0..<50).map { _ in
                 Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(3600))) }
             }

@@ -17,7 +17,7 @@ struct ExpiringValueTests {
         let lifetime = Duration.milliseconds(30)
         let expiries = Recorder<TimerInstant>()
         var lastTouch = TimerClock.monotonic.now()
-        let value = ExpiringValue("session", lifetime: lifetime, engine: self.engine) { _ in
+        let value = ExpiringValue("session", lifetime: lifetime, backend: .engine(self.engine)) { _ in
             expiries.append(TimerClock.monotonic.now())
         }
         let end = lastTouch.advanced(by: .milliseconds(200))
@@ -54,7 +54,9 @@ struct ExpiringValueTests {
     func expiresExactlyOnceWhenLeftAlone() async throws {
         let expiries = Recorder<String>()
         let created = TimerClock.monotonic.now()
-        let value = ExpiringValue("token", lifetime: .milliseconds(10), engine: self.engine) { expiries.append($0) }
+        let value = ExpiringValue("token", lifetime: .milliseconds(10), backend: .engine(self.engine)) {
+            expiries.append($0)
+        }
         #expect(expiries.wait(forCount: 1, timeout: .seconds(5)))
         #expect(TimerClock.monotonic.now() >= created.advanced(by: .milliseconds(10)))
         #expect(expiries.entries == ["token"])
@@ -83,7 +85,7 @@ struct ExpiringValueTests {
     @Test(.timeLimit(.minutes(1)))
     func invalidateDropsTheValueWithoutExpiry() async throws {
         let expiries = Recorder<Int>()
-        let value = ExpiringValue(7, lifetime: .milliseconds(5), engine: self.engine) { expiries.append($0) }
+        let value = ExpiringValue(7, lifetime: .milliseconds(5), backend: .engine(self.engine)) { expiries.append($0) }
         #expect(self.engine.counters.armed == 1)
         #expect(value.invalidate() == 7)
         #expect(value.value == nil)
@@ -97,7 +99,7 @@ struct ExpiringValueTests {
     func releasingTheContainerDisarmsItsTimer() async throws {
         let expiries = Recorder<Int>()
         do {
-            let value = ExpiringValue(1, lifetime: .seconds(10), engine: self.engine) { expiries.append($0) }
+            let value = ExpiringValue(1, lifetime: .seconds(10), backend: .engine(self.engine)) { expiries.append($0) }
             #expect(value.touch())
             #expect(self.engine.counters.armed == 1)
         }
@@ -134,7 +136,7 @@ struct ExpiringValueTests {
                 let id = worker * racesPerWorker + index
                 let lifetime = Duration.nanoseconds(Int.random(in: 0...50_000))
                 let created = TimerClock.monotonic.now()
-                let value = ExpiringValue(id, lifetime: lifetime, engine: engine) { id in
+                let value = ExpiringValue(id, lifetime: lifetime, backend: .engine(engine)) { id in
                     expiries.append((id, TimerClock.monotonic.now()))
                 }
                 spin(for: .nanoseconds(Int.random(in: 0...60_000)))
@@ -234,7 +236,7 @@ struct ExpiringValueTests {
             var values: [ExpiringValue<TrackedValue>] = []
             for index in 0..<10_000 {
                 let lifetime = Duration.nanoseconds(Int.random(in: 10_000...100_000))
-                values.append(ExpiringValue(TrackedValue(index), lifetime: lifetime, engine: engine))
+                values.append(ExpiringValue(TrackedValue(index), lifetime: lifetime, backend: .engine(engine)))
                 values.randomElement()?.touch()
                 if Bool.random() { values.randomElement()?.invalidate() }
                 if index % 3 == 0 { values.removeFirst() }
@@ -250,7 +252,7 @@ struct ExpiringValueTests {
     @Test(.timeLimit(.minutes(1)))
     func valuesDueTogetherShareOneArming() {
         let started = TimerClock.monotonic.now()
-        let values = (0..<1_000).map { ExpiringValue($0, lifetime: .seconds(10), engine: self.engine) }
+        let values = (0..<1_000).map { ExpiringValue($0, lifetime: .seconds(10), backend: .engine(self.engine)) }
         let milliseconds = started.duration(to: TimerClock.monotonic.now()) / .milliseconds(1)
         let armed = self.engine.counters.armed
         #expect(armed >= 1)
@@ -275,7 +277,7 @@ struct ExpiringValueTests {
                 // Long enough to be in the table before it expires, short enough to expire
                 // while the other workers still add theirs.
                 let lifetime = Duration.microseconds(Int.random(in: 20_000...40_000))
-                let value = ExpiringValue(TrackedValue(id), lifetime: lifetime, engine: engine) { value in
+                let value = ExpiringValue(TrackedValue(id), lifetime: lifetime, backend: .engine(engine)) { value in
                     expired.append(value.id)
                     table.withLock { _ = $0.removeValue(forKey: value.id) }
                 }
@@ -283,7 +285,7 @@ struct ExpiringValueTests {
                 // Released at once by their owner: these must never expire. Ten lifetimes
                 // long, so that only a broken release, not a worker stalled between making
                 // and releasing one, lets one expire.
-                _ = ExpiringValue(TrackedValue(-1), lifetime: lifetime * 10, engine: engine) { _ in
+                _ = ExpiringValue(TrackedValue(-1), lifetime: lifetime * 10, backend: .engine(engine)) { _ in
                     expired.append(-1)
                 }
             }
@@ -303,7 +305,9 @@ struct ExpiringValueTests {
     @Test(.timeLimit(.minutes(1)))
     func hugeLifetimeStaysArmedUntilInvalidated() {
         let expiries = Recorder<Int>()
-        let value = ExpiringValue(3, lifetime: .seconds(Int64.max), engine: self.engine) { expiries.append($0) }
+        let value = ExpiringValue(3, lifetime: .seconds(Int64.max), backend: .engine(self.engine)) {
+            expiries.append($0)
+        }
         #expect(value.lifetime == .nanoseconds(Int64.max))
         #expect(value.touch())
         #expect(value.value == 3)
@@ -313,14 +317,15 @@ struct ExpiringValueTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func onAShutDownEngineTheValueStaysUntilInvalidated() throws {
+    func onAShutDownEngineTheValueIsExpiredFromTheStart() throws {
         let engine = try makeEngine()
         engine.shutdown()
         let expiries = Recorder<Int>()
-        let value = ExpiringValue(4, lifetime: .zero, engine: engine) { expiries.append($0) }
-        #expect(value.touch())
-        #expect(value.value == 4)
-        #expect(value.invalidate() == 4)
+        let value = ExpiringValue(4, lifetime: .seconds(60), backend: .engine(engine)) { expiries.append($0) }
+        #expect(value.isExpired)
+        #expect(value.value == nil)
+        #expect(!value.touch())
+        #expect(value.invalidate() == nil)
         #expect(expiries.count == 0)
     }
 }

@@ -25,7 +25,7 @@ struct TimerSchedulerTests {
 
     @Test(.timeLimit(.minutes(1)))
     func oneShotExecutesOnceAndLaterCancelIsANoOp() async throws {
-        let scheduler = TimerScheduler(engine: self.engine)
+        let scheduler = TimerScheduler(backend: .engine(self.engine))
         var events = scheduler.events.makeAsyncIterator()
         let start = TimerClock.monotonic.now()
         let id = scheduler.schedule(after: .milliseconds(2))
@@ -41,7 +41,7 @@ struct TimerSchedulerTests {
 
     @Test(.timeLimit(.minutes(1)))
     func doubleCancelSendsOneCancelledEvent() async throws {
-        let scheduler = TimerScheduler(engine: self.engine)
+        let scheduler = TimerScheduler(backend: .engine(self.engine))
         let delegate = SchedulerDelegate()
         scheduler.setDelegate(delegate)
         var events = scheduler.events.makeAsyncIterator()
@@ -64,7 +64,7 @@ struct TimerSchedulerTests {
     /// fails the test instead of hanging it.
     @Test(.timeLimit(.minutes(1)))
     func cancelReadsALazySequenceThatAsksTheSchedulerBeforeLocking() throws {
-        let scheduler = TimerScheduler(engine: self.engine)
+        let scheduler = TimerScheduler(backend: .engine(self.engine))
         let ids = [scheduler.schedule(after: .seconds(10)), scheduler.schedule(after: .seconds(10))]
         let done = Gate()
         let cancelled = Recorder<Int>()
@@ -80,9 +80,9 @@ struct TimerSchedulerTests {
 
     @Test(.timeLimit(.minutes(1)))
     func repeatingExecutesUntilCancelled() async throws {
-        let scheduler = TimerScheduler(engine: self.engine)
+        let scheduler = TimerScheduler(backend: .engine(self.engine))
         var events = scheduler.events.makeAsyncIterator()
-        let id = scheduler.schedule(after: .milliseconds(1), repeating: .milliseconds(2))
+        let id = scheduler.schedule(after: .milliseconds(1), every: .milliseconds(2))
         for _ in 0..<10 {
             #expect(await events.next() == .executed(id, willRepeat: true))
         }
@@ -99,7 +99,7 @@ struct TimerSchedulerTests {
     @Test(.timeLimit(.minutes(1)))
     func concurrentCancelsGiveExactlyOneEventPerOneShot() async throws {
         for _ in 0..<3 {
-            let scheduler = TimerScheduler(engine: self.engine)
+            let scheduler = TimerScheduler(backend: .engine(self.engine))
             let delegate = SchedulerDelegate()
             scheduler.setDelegate(delegate)
             let ids = (0..<1000).map { _ in
@@ -141,13 +141,13 @@ struct TimerSchedulerTests {
     func stoppedEngineAndBadPeriodReportCancelled() async throws {
         let stopped = try makeEngine()
         stopped.shutdown()
-        let scheduler = TimerScheduler(engine: stopped)
+        let scheduler = TimerScheduler(backend: .engine(stopped))
         var events = scheduler.events.makeAsyncIterator()
         let id = scheduler.schedule(after: .milliseconds(1))
         #expect(await events.next() == .cancelled(id))
-        let other = TimerScheduler(engine: self.engine)
+        let other = TimerScheduler(backend: .engine(self.engine))
         var otherEvents = other.events.makeAsyncIterator()
-        let bad = other.schedule(after: .milliseconds(1), repeating: .zero)
+        let bad = other.schedule(after: .milliseconds(1), every: .zero)
         #expect(await otherEvents.next() == .cancelled(bad))
         #expect(self.engine.counters.armed == 0)
     }
@@ -157,13 +157,13 @@ struct TimerSchedulerTests {
     @Test(.timeLimit(.minutes(1)))
     func aShutdownCancelsTheActiveTimers() async throws {
         let engine = try makeEngine()
-        let scheduler = TimerScheduler(engine: engine)
+        let scheduler = TimerScheduler(backend: .engine(engine))
         var events = scheduler.events.makeAsyncIterator()
         let fired = scheduler.schedule(after: .zero)
         #expect(await events.next() == .executed(fired, willRepeat: false))
         let active = [
             scheduler.schedule(after: .seconds(3600)),
-            scheduler.schedule(after: .seconds(3600), repeating: .seconds(1)),
+            scheduler.schedule(after: .seconds(3600), every: .seconds(1)),
         ]
         #expect(scheduler.activeTimers == Set(active))
         engine.shutdown()
@@ -183,7 +183,8 @@ struct TimerSchedulerTests {
     @Test(.timeLimit(.minutes(1)))
     func schedulesRacingAShutdownAreEachCancelledOnce() async throws {
         let engine = try makeEngine()
-        let scheduler = TimerScheduler(engine: engine)
+        let scheduler = TimerScheduler(backend: .engine(engine))
+        var events = scheduler.events.makeAsyncIterator()
         let scheduled = Recorder<TimerScheduler.TimerID>()
         DispatchQueue.concurrentPerform(iterations: 4) { worker in
             guard worker > 0 else {
@@ -194,7 +195,6 @@ struct TimerSchedulerTests {
             for _ in 0..<500 { scheduled.append(scheduler.schedule(after: .seconds(3600))) }
         }
         #expect(scheduler.activeTimers.isEmpty)
-        var events = scheduler.events.makeAsyncIterator()
         var cancelled: [TimerScheduler.TimerID] = []
         for _ in 0..<scheduled.count {
             guard case .cancelled(let id)? = await events.next() else { break }
@@ -208,7 +208,7 @@ struct TimerSchedulerTests {
         let queue = DispatchQueue(label: "delivery")
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 42)
-        let scheduler = TimerScheduler(engine: self.engine, queue: queue)
+        let scheduler = TimerScheduler(backend: .engine(self.engine), queue: queue)
         final class QueueCheck: TimerSchedulerDelegate {
             let onQueue = Recorder<Bool>()
             let key: DispatchSpecificKey<Int>
@@ -231,7 +231,6 @@ struct TimerSchedulerTests {
         }
         #expect(weakDelegate == nil)
         var events = scheduler.events.makeAsyncIterator()
-        _ = await events.next()
         let id = scheduler.schedule(after: .zero)
         #expect(await events.next() == .executed(id, willRepeat: false))
     }

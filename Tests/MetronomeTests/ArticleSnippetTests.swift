@@ -2,6 +2,7 @@
 // Its blocks are the DocC articles' code, line for line (DocumentationSnippetTests), laid
 // out as the reader sees them.
 @preconcurrency import Dispatch
+import Synchronization
 import Testing
 
 import Metronome
@@ -134,12 +135,45 @@ struct ArticleSnippetTests {
         #expect(!self.handleRequest(on: session))
     }
 
+    // MARK: ChoosingAnAPI.md
+
+    struct Heartbeat {
+        final class Sent: Sendable { let count = Atomic<Int>(0) }
+        let sent = Sent()
+
+        func sendHeartbeat() { self.sent.count.add(1, ordering: .relaxed) }
+
+        func startHeartbeat(on timer: SafeDispatchTimer) throws {
+            let started = try timer.start(after: .seconds(1), every: .seconds(1), leeway: .milliseconds(50)) {
+                sendHeartbeat()
+            }
+            if !started { return }   // already running or suspended: nothing to do
+        }
+    }
+
+    @Test
+    func choosingAnAPI() throws {
+        let timeline = ManualTimeline()
+        let timer = SafeDispatchTimer(backend: .custom(timeline))
+        let heartbeat = Heartbeat()
+        try heartbeat.startHeartbeat(on: timer)
+        try heartbeat.startHeartbeat(on: timer)
+        timeline.advance(by: .seconds(3))
+        #expect(heartbeat.sent.count.load(ordering: .relaxed) == 3)
+        let stopped = try TimerEngine()
+        stopped.shutdown()
+        #expect(throws: TimerError.engineShutDown) {
+            try heartbeat.startHeartbeat(on: SafeDispatchTimer(backend: .engine(stopped)))
+        }
+    }
+
     // MARK: SchedulingByID.md
 
     func pingUntilTimeout(_ scheduler: TimerScheduler) async {
-        let ping = scheduler.schedule(after: .seconds(1), repeating: .seconds(1))
+        let events = scheduler.events
+        let ping = scheduler.schedule(after: .seconds(1), every: .seconds(1))
         let timeout = scheduler.schedule(after: .seconds(30))
-        for await event in scheduler.events {
+        for await event in events {
             switch event {
             case .executed(ping, _): print("ping")
             case .executed(timeout, _), .cancelled(timeout):

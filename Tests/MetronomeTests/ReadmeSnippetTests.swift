@@ -138,10 +138,11 @@ struct ReadmeSnippetTests {
     func schedulerEvents() async {
         let watching = Task {
             let scheduler = TimerScheduler()
+            let events = scheduler.events                             // or setDelegate(_:)
             let id = scheduler.schedule(after: .seconds(2))
-            let poll = scheduler.schedule(after: .seconds(1), repeating: .seconds(1))
+            let poll = scheduler.schedule(after: .seconds(1), every: .seconds(1))
             scheduler.cancel([id, poll])
-            for await event in scheduler.events {                    // or setDelegate(_:)
+            for await event in events {
                 switch event {
                 case .executed(let id, let willRepeat): log("\(id) executed, will repeat: \(willRepeat)")
                 case .cancelled(let id): log("\(id) cancelled")

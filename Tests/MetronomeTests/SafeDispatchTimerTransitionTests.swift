@@ -197,7 +197,7 @@ struct SafeDispatchTimerTransitionTests {
         for nanoseconds: Int64 in [0, 1, 2] {
             let fired = Atomic<Int>(0)
             let timer = SafeDispatchTimer(backend: backend, clock: clock)
-            let deadline = TimerInstant(nanoseconds: nanoseconds)
+            let deadline = TimerInstant(nanoseconds: nanoseconds, clock: clock)
             #expect(timer.schedule(at: deadline) { _ in fired.add(1, ordering: .relaxed) })
             #expect(eventually { fired.load(ordering: .relaxed) == 1 }, "\(kind) \(clock) at \(nanoseconds) ns")
             #expect(timer.state == .idle)

@@ -79,7 +79,7 @@ struct TimerInstantTests {
 
     /// A virtual timeline standing at either end of `Int64`, or just before 0: every clock's
     /// `DispatchTime` deadline converts, and a timer on it schedules and fires as due, and
-    /// refuses a negative delay, without trapping.
+    /// refuses a zero period, without trapping.
     @Test(arguments: [Int64.min, -1, .max])
     func timersOnATimelineAtTheEndsOfTime(start: Int64) {
         for clock in [TimerClock.monotonic, .boottime, .wall] {
@@ -94,7 +94,7 @@ struct TimerInstantTests {
                 // time, and at its end every one is, "never" (`Int64.max`) included.
                 let expected = start == .max ? 1 : 0
                 if start != -1 { #expect(fired.load(ordering: .relaxed) == expected, "\(clock) at \(start)") }
-                #expect(!timer.schedule(after: .seconds(-1)) { _ in })
+                #expect(!timer.schedule(after: .seconds(1), every: .zero) { _ in })
             }
         }
     }

@@ -78,7 +78,7 @@ struct VirtualTimePatternTests {
     @Test(.timeLimit(.minutes(1)))
     func engineClockReadsAndSleepsOnItsBackend() async throws {
         let clock = EngineClock(backend: .custom(self.timeline), clock: .wall)
-        #expect(clock.now == self.timeline.now)
+        #expect(clock.now == TimerInstant(nanoseconds: self.timeline.now.nanoseconds, clock: .wall))
         #expect(clock.engine == nil)
         #expect(EngineClock().engine === TimerEngine.shared)
         let sleeper = Task { try await clock.sleep(until: clock.now.advanced(by: .milliseconds(7))) }
@@ -170,7 +170,7 @@ struct VirtualTimePatternTests {
         #expect(scheduler.engine == nil)
         var events = scheduler.events.makeAsyncIterator()
         let once = scheduler.schedule(after: .seconds(2))
-        let repeating = scheduler.schedule(after: .seconds(1), repeating: .seconds(1))
+        let repeating = scheduler.schedule(after: .seconds(1), every: .seconds(1))
         let cancelled = scheduler.schedule(after: .seconds(10))
         #expect(scheduler.cancel(cancelled))
         #expect(await events.next() == .cancelled(cancelled))
@@ -188,10 +188,14 @@ struct VirtualTimePatternTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func schedulerReportsAnUnrepresentableDelayAsCancelled() async {
+    func schedulerKeepsADelayPastTheEndOfTimeArmedAndNeverFires() async {
         let scheduler = TimerScheduler(backend: .custom(self.timeline))
         var events = scheduler.events.makeAsyncIterator()
-        let id = scheduler.schedule(after: .seconds(Int64.max))
-        #expect(await events.next() == .cancelled(id))
+        let never = scheduler.schedule(after: .seconds(Int64.max))
+        self.timeline.advance(by: .seconds(3600))
+        #expect(scheduler.activeTimers == [never])
+        let marker = scheduler.schedule(after: .zero)
+        self.timeline.advance(by: .zero)
+        #expect(await events.next() == .executed(marker, willRepeat: false))
     }
 }

@@ -243,7 +243,7 @@ private func swiftBenchmarks() {
         }
     } setup: {
         try makeEngine()
-        valueSlot.value = ExpiringValue(0, lifetime: .seconds(3_600), engine: engineSlot.value!)
+        valueSlot.value = ExpiringValue(0, lifetime: .seconds(3_600), backend: .engine(engineSlot.value!))
     } teardown: {
         valueSlot.value = nil
         dropEngine()

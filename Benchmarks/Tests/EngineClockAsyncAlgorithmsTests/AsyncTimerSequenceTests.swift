@@ -28,7 +28,7 @@ struct AsyncTimerSequenceTests {
     func asyncTimerSequenceHasNoDriftAndIsNeverEarly() async throws {
         let engine = try TimerEngine()
         let interval = Duration.milliseconds(1)
-        let recording = RecordingClock(base: EngineClock(engine: engine))
+        let recording = RecordingClock(base: EngineClock(backend: .engine(engine)))
         var yielded: [TimerInstant] = []
         yielded.reserveCapacity(1000)
         for await instant in AsyncTimerSequence(interval: interval, clock: recording) {

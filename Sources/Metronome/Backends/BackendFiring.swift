@@ -34,7 +34,7 @@ final class BackendFiring: TimerFiring {
         }
         let target = WeakTimer(core: receiver)
         let handle = self.timerBackend.arm(schedule, clock: clock, queue: receiver.queue) { tick in
-            target.core?.receive(tick, from: id)
+            target.core?.receive(tick.on(clock), from: id)
         }
         // A backend says only that it can arm no more, as an engine that was shut down.
         guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }

@@ -57,13 +57,14 @@ extension TimerEngine: TimerFiring {
 /// has one.
 let deliverFiring: mtr_fire_fn = { context, raw in
     let firing = raw.pointee
-    let tick = Tick(
-        scheduled: TimerInstant(nanoseconds: firing.scheduled_ns),
-        fired: TimerInstant(nanoseconds: firing.fired_ns),
-        missed: Int(clamping: firing.missed),
-        sequence: firing.sequence
-    )
     Unmanaged<TimerCore>.fromOpaque(context!)._withUnsafeGuaranteedRef { receiver in
+        let clock = receiver.clock
+        let tick = Tick(
+            scheduled: TimerInstant(nanoseconds: firing.scheduled_ns, clock: clock),
+            fired: TimerInstant(nanoseconds: firing.fired_ns, clock: clock),
+            missed: Int(clamping: firing.missed),
+            sequence: firing.sequence
+        )
         if receiver.queue == nil {
             receiver.receive(tick, from: firing.timer)
         } else {

@@ -45,6 +45,7 @@ public struct EngineClock: Clock, Sendable {
     /// - Parameters:
     ///   - engine: The engine that arms the sleeps.
     ///   - clock: The clock of the instants; monotonic by default.
+    @available(*, deprecated, message: "Use `init(backend: .engine(engine), clock:)`")
     public init(engine: TimerEngine, clock: TimerClock = .monotonic) {
         self.init(backend: .engine(engine), clock: clock)
     }
@@ -82,18 +83,19 @@ public struct EngineClock: Clock, Sendable {
     /// - Parameters:
     ///   - deadline: The instant to wake at, on ``clock``.
     ///   - tolerance: How late the wake-up may be, to share wake-ups; `nil` means none.
-    /// - Throws: `CancellationError` if the task is cancelled before or during the sleep (the
+    /// - Throws: ``TimerError/invalidArgument`` for a deadline on another clock than
+    ///   ``clock`` (an instant of `EngineClock()` slept on with `EngineClock(clock: .wall)`);
+    ///   `CancellationError` if the task is cancelled before or during the sleep (the
     ///   timer is then disarmed by the time this returns); the ``TimerError`` with which the
     ///   backend declined the arming: `ESHUTDOWN` for an engine shut down,
     ///   `ENOMEM` when memory ran out; `ESHUTDOWN` (from `mtr_engine_stop`) when the engine
     ///   shuts down during the sleep.
     public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {
+        guard deadline.clock == self.clock else {
+            throw TimerError.invalid("deadline", "is on the \(deadline.clock) clock, not \(self.clock)", in: "sleep")
+        }
         try Task.checkCancellation()
         if deadline <= self.now { return }
-        // What a schedule can hold: no deadline before 0 (a virtual clock may stand there),
-        // and no window past the end of time. Late, never early.
-        let start = TimerInstant(nanoseconds: max(deadline.nanoseconds, 0))
-        let leeway = min(max(tolerance ?? .zero, .zero), start.duration(to: TimerInstant(nanoseconds: .max)))
         let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: self.clock)
         let sleep = SleepState()
         try await withTaskCancellationHandler {
@@ -112,7 +114,7 @@ public struct EngineClock: Clock, Sendable {
                     do {
                         // `false` only when closed by a cancellation that came first, which
                         // has ended the sleep already.
-                        _ = try timer.scheduleReportingRefusal(at: start, leeway: leeway) { _ in
+                        _ = try timer.start(at: deadline, leeway: tolerance ?? .zero) { _ in
                             withExtendedLifetime(stopped) { sleep.finish(with: nil) }
                         }
                     } catch {

@@ -102,8 +102,8 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
     ///     expires it at the engine's next millisecond (on the engine's thread).
     ///   - engine: The engine that runs the expiry timer.
     ///   - onExpiry: Called once with the value when it expires. Not called after
-    ///     ``invalidate()``, nor when the container is released first. On an engine that
-    ///     was shut down the timer cannot be armed and the value does not expire by itself.
+    ///     ``invalidate()``, nor when the container is released first.
+    @available(*, deprecated, message: "Use `init(_:lifetime:backend:onExpiry:)` with `backend: .engine(engine)`")
     public convenience init(
         _ value: Value,
         lifetime: Duration,
@@ -125,9 +125,9 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
     ///     millisecond).
     ///   - backend: What runs the expiry timer; the shared engine by default.
     ///   - onExpiry: Called once with the value when it expires. Not called after
-    ///     ``invalidate()``, nor when the container is released first. When the backend
-    ///     cannot arm the timer (an engine that was shut down) the value does not expire by
-    ///     itself.
+    ///     ``invalidate()``, nor when the container is released first, nor for a value
+    ///     whose backend cannot arm its timer (an engine that was shut down): that value is
+    ///     expired from the start (``isExpired`` is `true`, ``touch()`` returns `false`).
     public init(
         _ value: Value,
         lifetime: Duration,
@@ -141,7 +141,7 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
         self.set = set
         self.onExpiry = onExpiry
         self.content = value
-        set.insert(self)
+        if !set.insert(self) { self.expiry.store(Self.ended, ordering: .relaxed) }
     }
 
     deinit {

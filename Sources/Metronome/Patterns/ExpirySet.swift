@@ -64,14 +64,23 @@ final class ExpirySet<Value: Sendable>: Sendable {
     }
 
     /// Links a new value into the slot of its expiry.
-    func insert(_ entry: Entry) {
+    ///
+    /// - Returns: Whether a timer will expire it: `false` when the backend refused the
+    ///   slot's timer (an engine that was shut down), and the value is left out.
+    func insert(_ entry: Entry) -> Bool {
         // A copy of a dead engine arms nothing, and a thread the fork left behind may have
         // held this lock.
-        guard !self.firing.isInherited else { return }
+        guard !self.firing.isInherited else { return false }
         let expiry = entry.expiry.load(ordering: .relaxed)
-        self.slots.withLockedValue { slots in
-            self.link(.passUnretained(entry), into: self.slot(of: expiry), of: &slots)
+        let slot = self.slot(of: expiry)
+        let emptied = self.slots.withLockedValue { slots -> TimerCore?? in
+            self.link(.passUnretained(entry), into: slot, of: &slots)
+            guard slots[slot]?.timer == nil else { return .none }
+            return .some(self.unlink(.passUnretained(entry), from: &slots))
         }
+        guard let emptied else { return true }
+        emptied?.ownerGone()
+        return false
     }
 
     /// Unlinks a value that was ended or released: nothing fires for it afterwards.

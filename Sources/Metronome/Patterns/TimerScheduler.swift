@@ -19,10 +19,10 @@ public protocol TimerSchedulerDelegate: AnyObject, Sendable {
 
 /// Many timers by id, cancellable from any thread, reporting each firing and cancellation.
 ///
-/// A thread-safe take on the "background timer": ``schedule(after:repeating:)`` returns a
+/// A thread-safe take on the "background timer": ``schedule(after:every:leeway:)`` returns a
 /// ``TimerID``; ``cancel(_:)-(TimerID)`` stops it from any thread. Each firing produces an
 /// ``Event/executed(_:willRepeat:)`` and each effective cancellation an
-/// ``Event/cancelled(_:)``, on ``events`` and on the delegate. Whether a one-shot timer
+/// ``Event/cancelled(_:)``, on the delegate and, once read, on ``events``. Whether a one-shot timer
 /// fires or is cancelled is decided under one lock, so it produces exactly one of the two,
 /// never both; cancelling a timer that already finished, or cancelling twice, does nothing.
 ///
@@ -32,7 +32,7 @@ public protocol TimerSchedulerDelegate: AnyObject, Sendable {
 ///
 /// ```swift
 /// let scheduler = TimerScheduler()
-/// let ping = scheduler.schedule(after: .seconds(1), repeating: .seconds(1))
+/// let ping = scheduler.schedule(after: .seconds(1), every: .seconds(1))
 /// let timeout = scheduler.schedule(after: .seconds(30))
 /// Task {
 ///     for await event in scheduler.events {
@@ -91,11 +91,13 @@ public final class TimerScheduler: Sendable {
         var nextID: UInt64 = 1
         var timers: [TimerID: Entry] = [:]
         var delegate = WeakDelegate()
+        /// The event stream, made when ``events`` is first read.
+        var events: AsyncStream<Event>.Continuation?
+        var stream: AsyncStream<Event>?
     }
 
     private let state = LockedBox(State())
     private let delivery: DispatchQueue
-    private let continuation: AsyncStream<Event>.Continuation
 
     /// What the timers run on.
     public let backend: SafeDispatchTimer.Backend
@@ -105,11 +107,20 @@ public final class TimerScheduler: Sendable {
         self.backend.engine
     }
 
-    /// Every event, in the order decided.
+    /// Every event from the first read of this property on, in the order decided.
     ///
-    /// Buffered without limit, so an unread stream grows with every event; iterate it once
-    /// (an `AsyncStream` has one consumer). It finishes when the scheduler is released.
-    public let events: AsyncStream<Event>
+    /// Opt-in: the stream is made when first read, and events decided before that are not
+    /// in it, so a client that only sets a delegate buffers nothing. Once made it buffers
+    /// without limit until consumed; iterate it once (an `AsyncStream` has one consumer),
+    /// and every read returns the same stream. It finishes when the scheduler is released.
+    public var events: AsyncStream<Event> {
+        self.state.withLockedValue { state in
+            if let stream = state.stream { return stream }
+            let (stream, continuation) = AsyncStream.makeStream(of: Event.self)
+            (state.stream, state.events) = (stream, continuation)
+            return stream
+        }
+    }
 
     /// Creates a scheduler with no timers, on `engine`.
     ///
@@ -117,6 +128,7 @@ public final class TimerScheduler: Sendable {
     ///   - engine: The engine the timers run on.
     ///   - queue: Where the delegate is called and events are yielded, through a private
     ///     serial queue targeting it; `nil` uses a private serial queue only.
+    @available(*, deprecated, message: "Use `init(backend: .engine(engine), queue:)`")
     public convenience init(engine: TimerEngine, queue: DispatchQueue? = nil) {
         self.init(backend: .engine(engine), queue: queue)
     }
@@ -133,12 +145,11 @@ public final class TimerScheduler: Sendable {
     public init(backend: SafeDispatchTimer.Backend = .engine(.shared), queue: DispatchQueue? = nil) {
         self.backend = backend
         self.delivery = DispatchQueue(label: "Metronome.TimerScheduler", target: queue)
-        (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
     deinit {
         // Releasing the entries cancels their timers; no events are sent for them.
-        let continuation = self.continuation
+        guard let continuation = self.state.withLockedValue({ $0.events }) else { return }
         self.delivery.async { continuation.finish() }
     }
 
@@ -154,38 +165,46 @@ public final class TimerScheduler: Sendable {
         self.state.withLockedValue { Set($0.timers.keys) }
     }
 
-    /// Schedules a timer `delay` from now, repeating every `repeating` if given.
+    /// Schedules a timer `delay` from now, repeating every `period` if given.
     ///
-    /// Repeating deadlines are `start + k · repeating`; a late firing that skipped periods
-    /// still produces a single ``Event/executed(_:willRepeat:)``.
+    /// Repeating deadlines are `start + k · period`; a late firing that skipped periods
+    /// still produces a single ``Event/executed(_:willRepeat:)``. The values follow the
+    /// rules every timer follows (see <doc:ChoosingAnAPI>).
     ///
     /// - Parameters:
     ///   - delay: How long from now the first firing is; zero or negative fires at once.
-    ///   - repeating: The period of a repeating timer, or `nil` for a one-shot.
-    /// - Returns: The timer's id. When the timer cannot be armed (a non-positive period, a
-    ///   delay or period too long for `Int64` nanoseconds, an engine that was shut down) a
-    ///   ``Event/cancelled(_:)`` for it follows at once; one also follows when its engine
-    ///   shuts down before it finishes.
+    ///   - period: The period of a repeating timer, or `nil` for a one-shot.
+    ///   - leeway: How late each firing may be, to share wake-ups.
+    /// - Returns: The timer's id. When the timer cannot be armed (a period that is not
+    ///   positive, an engine that was shut down) a ``Event/cancelled(_:)`` for it follows at
+    ///   once; one also follows when its engine shuts down before it finishes.
     @discardableResult
-    public func schedule(after delay: Duration, repeating: Duration? = nil) -> TimerID {
+    public func schedule(after delay: Duration, every period: Duration? = nil, leeway: Duration = .zero) -> TimerID {
         let timer = SafeDispatchTimer(queue: nil, backend: self.backend, clock: .monotonic)
         // Registered before arming, so a firing can never miss its entry.
         let id = self.state.withLockedValue { state -> TimerID in
             let id = TimerID(rawValue: state.nextID)
             state.nextID += 1
-            state.timers[id] = Entry(timer: timer, repeating: repeating != nil)
+            state.timers[id] = Entry(timer: timer, repeating: period != nil)
             return id
         }
         // The timer lets go of its handler when it stops: by a firing or cancel that
         // already settled the entry, or by its engine's shutdown, which cancels it here.
         let stopped = OnRelease { [weak self] in self?.cancel(id) }
-        let armed = timer.schedule(after: max(delay, .zero), every: repeating) { [weak self] _ in
+        let armed = timer.schedule(after: delay, every: period, leeway: leeway) { [weak self] _ in
             withExtendedLifetime(stopped) { self?.fired(id) }
         }
         // Refused by the backend, or closed by a cancel that came first and already
         // reported it (the entry is then gone, and this does nothing).
         if !armed { self.cancel(id) }
         return id
+    }
+
+    /// Schedules a timer `delay` from now, repeating every `repeating`.
+    @available(*, deprecated, renamed: "schedule(after:every:leeway:)")
+    @discardableResult
+    public func schedule(after delay: Duration, repeating: Duration?) -> TimerID {
+        self.schedule(after: delay, every: repeating)
     }
 
     /// Cancels a timer, from any thread.
@@ -214,7 +233,7 @@ public final class TimerScheduler: Sendable {
             for id in ids {
                 guard let entry = state.timers.removeValue(forKey: id) else { continue }
                 removed.append(entry.timer)
-                self.enqueue(.cancelled(id))
+                self.enqueue(.cancelled(id), to: state.events)
             }
             return removed
         }
@@ -237,11 +256,11 @@ public final class TimerScheduler: Sendable {
         let finished = self.state.withLockedValue { state -> Entry? in
             guard let entry = state.timers[id] else { return nil }
             if entry.repeating {
-                self.enqueue(.executed(id, willRepeat: true))
+                self.enqueue(.executed(id, willRepeat: true), to: state.events)
                 return nil
             }
             state.timers[id] = nil
-            self.enqueue(.executed(id, willRepeat: false))
+            self.enqueue(.executed(id, willRepeat: false), to: state.events)
             return entry
         }
         withExtendedLifetime(finished) {}
@@ -249,10 +268,9 @@ public final class TimerScheduler: Sendable {
 
     /// Queues an event for delivery. Called under the lock so the delivery order is the
     /// decision order; `async` only enqueues and runs no user code here.
-    private func enqueue(_ event: Event) {
-        let continuation = self.continuation
+    private func enqueue(_ event: Event, to events: AsyncStream<Event>.Continuation?) {
         self.delivery.async { [weak self] in
-            continuation.yield(event)
+            events?.yield(event)
             guard let delegate = self?.state.withLockedValue({ $0.delegate.value }) else { return }
             switch event {
             case .executed(let id, let willRepeat): delegate.executed(id, willRepeat: willRepeat)

@@ -74,12 +74,12 @@ public final class SafeDispatchTimer: Sendable {
         /// - Returns: The current instant on `clock`.
         public func now(on clock: TimerClock) -> TimerInstant {
             guard case .custom(let backend) = self else { return clock.now() }
-            return TimerInstant(nanoseconds: backend.now(clock))
+            return TimerInstant(nanoseconds: backend.now(clock), clock: clock)
         }
     }
 
     /// Safe from any thread behind its own lock (see ``TimerCore``).
-    nonisolated(unsafe) private let core: TimerCore
+    nonisolated(unsafe) let core: TimerCore
 
     /// The clock the timer's deadlines are measured on.
     public let clock: TimerClock
@@ -104,7 +104,7 @@ public final class SafeDispatchTimer: Sendable {
     }
 
     /// Schedules a validated schedule; a backend's refusal is `false`, as documented.
-    private func start(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) -> Bool {
+    func arm(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) -> Bool {
         (try? self.core.schedule(schedule, handler: handler)) ?? false
     }
 
@@ -142,7 +142,7 @@ public final class SafeDispatchTimer: Sendable {
         guard let schedule = TimerSchedule(deadlineNanoseconds: start, periodNanoseconds: period) else {
             return false
         }
-        return self.start(schedule) { _ in handler() }
+        return self.arm(schedule) { _ in handler() }
     }
 
     /// Fires `handler` at `deadline` and then every `repeating`, each firing allowed to be
@@ -164,75 +164,47 @@ public final class SafeDispatchTimer: Sendable {
         guard let schedule = self.core.schedule(deadline: deadline, repeating: repeating, leeway: leeway) else {
             return false
         }
-        return self.start(schedule, handler: handler)
+        return self.arm(schedule, handler: handler)
     }
 
-    /// Fires `handler` at `deadline` on the timer's own clock and then every `period`.
-    ///
-    /// The form to use with the boottime and wall clocks, whose instants `DispatchTime`
-    /// cannot express.
-    ///
-    /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or for a
-    ///   negative deadline, a period that is not positive, a negative leeway, or a period or
-    ///   leeway that does not fit in `Int64` nanoseconds.
+    /// ``schedule(deadline:repeating:leeway:handler:)`` with a handler that takes no tick,
+    /// as a dispatch source's event handler.
     @discardableResult
     public func schedule(
-        at deadline: TimerInstant,
-        every period: Duration? = nil,
-        leeway: Duration = .zero,
-        handler: @escaping @Sendable (Tick) -> Void
+        deadline: DispatchTime,
+        repeating: DispatchTimeInterval = .never,
+        leeway: DispatchTimeInterval = .nanoseconds(0),
+        handler: @escaping @Sendable () -> Void
     ) -> Bool {
-        (try? self.scheduleReportingRefusal(at: deadline, every: period, leeway: leeway, handler: handler)) ?? false
+        self.schedule(deadline: deadline, repeating: repeating, leeway: leeway) { _ in handler() }
     }
 
-    /// ``schedule(at:every:leeway:handler:)`` telling the two refusals apart, for the types
-    /// built on timers: `false` when the state or the values refuse, the backend's error
-    /// thrown when it cannot arm.
-    func scheduleReportingRefusal(
-        at deadline: TimerInstant,
-        every period: Duration? = nil,
-        leeway: Duration,
-        handler: @escaping @Sendable (Tick) -> Void
-    ) throws(TimerError) -> Bool {
-        // A period or leeway past `Int64` nanoseconds is refused, as by the other forms, not
-        // saturated into a different one.
-        guard let leeway = leeway.representableNanoseconds,
-            let schedule = TimerCore.schedule(at: deadline.nanoseconds, every: period, leeway: leeway)
-        else { return false }
-        return try self.core.schedule(schedule, handler: handler)
-    }
-
-    /// Fires `handler` after `delay` and then every `period`, each firing allowed to be up
-    /// to `leeway` late so that wake-ups can be shared.
+    /// Fires `handler` at `deadline` and then every `repeating` seconds, as
+    /// `DispatchSourceTimer.schedule(deadline:repeating:leeway:)` with a `Double` interval.
     ///
-    /// The `Duration` form of ``schedule(deadline:repeating:leeway:handler:)``: the first
-    /// deadline is `delay` from now on the timer's own clock (as its backend reads it, so
-    /// virtual time works the same way), and later ones are `first + k · period`. A
-    /// `leeway` longer than `period` is clamped to it.
-    ///
-    /// ```swift
-    /// timer.schedule(after: .seconds(1), every: .milliseconds(100), leeway: .milliseconds(5)) { tick in
-    ///     refresh(missed: tick.missed)
-    /// }
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - delay: How long from now the first firing is; zero fires as soon as possible.
-    ///   - period: The distance between firings, or `nil` for a one-shot.
-    ///   - leeway: How late each firing may be.
-    ///   - handler: Runs once per firing with what the firing stands for.
-    /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or for a
-    ///   negative delay or leeway, a period that is not positive, or a deadline, period or
-    ///   leeway that does not fit in `Int64` nanoseconds.
+    /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or when
+    ///   `repeating` is not a finite positive number of at least a nanosecond.
     @discardableResult
     public func schedule(
-        after delay: Duration,
-        every period: Duration? = nil,
-        leeway: Duration = .zero,
+        deadline: DispatchTime,
+        repeating: Double,
+        leeway: DispatchTimeInterval = .nanoseconds(0),
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
-        guard let schedule = self.core.schedule(after: delay, every: period, leeway: leeway) else { return false }
-        return self.start(schedule, handler: handler)
+        guard let period = DispatchConversions.interval(seconds: repeating) else { return false }
+        return self.schedule(deadline: deadline, repeating: .nanoseconds(Int(period)), leeway: leeway, handler: handler)
+    }
+
+    /// ``schedule(deadline:repeating:leeway:handler:)-(_,Double,_,_)`` with a handler that
+    /// takes no tick.
+    @discardableResult
+    public func schedule(
+        deadline: DispatchTime,
+        repeating: Double,
+        leeway: DispatchTimeInterval = .nanoseconds(0),
+        handler: @escaping @Sendable () -> Void
+    ) -> Bool {
+        self.schedule(deadline: deadline, repeating: repeating, leeway: leeway) { _ in handler() }
     }
 
     /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.
@@ -245,40 +217,6 @@ public final class SafeDispatchTimer: Sendable {
     @discardableResult
     public func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval = .never) -> Bool {
         self.core.reschedule(deadline: deadline, repeating: repeating)
-    }
-
-    /// Moves a running or suspended timer to fire `delay` from now and then every `period`,
-    /// keeping its handler and leeway.
-    ///
-    /// Once this returns, no handler for the old schedule starts. A suspended timer stays
-    /// suspended and follows the new schedule once resumed (its periods that passed
-    /// meanwhile skipped).
-    ///
-    /// - Parameters:
-    ///   - delay: How long from now the next firing is.
-    ///   - period: The distance between firings, or `nil` for a one-shot.
-    /// - Returns: `false`, doing nothing, for an idle or cancelled timer, a negative delay,
-    ///   a period that is not positive, or values that do not fit in `Int64` nanoseconds.
-    @discardableResult
-    public func reschedule(after delay: Duration, every period: Duration? = nil) -> Bool {
-        self.core.reschedule(after: delay, every: period)
-    }
-
-    /// Moves a running or suspended timer to fire at `deadline` on its own clock and then
-    /// every `period`, keeping its handler and leeway.
-    ///
-    /// Once this returns, no handler for the old schedule starts. A suspended timer stays
-    /// suspended and follows the new schedule once resumed.
-    ///
-    /// - Parameters:
-    ///   - deadline: The next deadline, on the timer's clock.
-    ///   - period: The distance between firings, or `nil` for a one-shot.
-    /// - Returns: `false`, doing nothing, for an idle or cancelled timer, a negative
-    ///   deadline, a period that is not positive, or values that do not fit in `Int64`
-    ///   nanoseconds.
-    @discardableResult
-    public func reschedule(at deadline: TimerInstant, every period: Duration? = nil) -> Bool {
-        self.core.reschedule(at: deadline.nanoseconds, every: period)
     }
 
     /// Pauses a running timer.

@@ -28,6 +28,15 @@ public struct Tick: Sendable, Hashable {
         self.sequence = sequence
     }
 
+    /// This tick with both instants on `clock`: a backend reports nanoseconds, the timer
+    /// knows their clock.
+    func on(_ clock: TimerClock) -> Tick {
+        var tick = self
+        tick.scheduled.clock = clock
+        tick.fired.clock = clock
+        return tick
+    }
+
     /// How long after ``scheduled`` the firing happened.
     public var lateness: Duration {
         self.scheduled.duration(to: self.fired)

@@ -15,7 +15,7 @@ public enum TimerClock: Sendable, Hashable, CaseIterable {
         var nanoseconds: Int64 = 0
         // Cannot fail: every case maps to a valid clock.
         _ = mtr_clock_now(self.coreClock, &nanoseconds)
-        return TimerInstant(nanoseconds: nanoseconds)
+        return TimerInstant(nanoseconds: nanoseconds, clock: self)
     }
 
     var coreClock: mtr_clock_id {

@@ -59,12 +59,11 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     }
 
     private static func schedule(start: Int64, period: Int64?, leeway: Int64) -> TimerSchedule? {
-        // `.distantFuture` means "never": keep the window representable.
+        // A window past the end of time (`.distantFuture` means "never") is cut short, never
+        // moved earlier: late, never early.
         TimerSchedule(
-            deadlineNanoseconds: min(start, .max - min(leeway, period ?? leeway)),
-            periodNanoseconds: period,
-            leewayNanoseconds: leeway
-        )
+            deadlineNanoseconds: start, periodNanoseconds: period,
+            leewayNanoseconds: min(leeway, .max - max(start, 0)))
     }
 
     /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
@@ -85,35 +84,38 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
         return self.reschedule { leeway in Self.schedule(start: start, period: period.nanoseconds, leeway: leeway) }
     }
 
-    func schedule(after delay: Duration, every period: Duration?, leeway: Duration) -> TimerSchedule? {
-        guard let deadline = self.deadline(after: delay), let leeway = leeway.representableNanoseconds
-        else { return nil }
-        return Self.schedule(at: deadline, every: period, leeway: leeway)
+    /// The schedule of a `Duration`-family call, by the rules every type follows: a delay
+    /// or deadline that has passed fires at once, a negative leeway is none, a span past
+    /// `Int64` nanoseconds saturates (a deadline there never comes), a leeway longer than
+    /// the period is cut to it, and only a period that is not positive is refused.
+    func schedule(after delay: Duration, every period: Duration?, leeway: Duration) throws(TimerError) -> TimerSchedule
+    {
+        try Self.schedule(at: self.deadline(after: delay), every: period, leeway: leeway)
     }
 
     func reschedule(after delay: Duration, every period: Duration?) -> Bool {
-        guard let deadline = self.deadline(after: delay) else { return false }
-        return self.reschedule(at: deadline, every: period)
+        self.reschedule(at: self.deadline(after: delay), every: period)
     }
 
     func reschedule(at deadline: Int64, every period: Duration?) -> Bool {
-        self.reschedule { leeway in Self.schedule(at: deadline, every: period, leeway: leeway) }
+        self.reschedule { leeway in try? Self.schedule(at: deadline, every: period, leeway: .nanoseconds(leeway)) }
     }
 
-    /// `delay` from now on this timer's clock, which is read only for a valid delay; `nil`
-    /// for a negative delay or a deadline past `Int64` nanoseconds.
-    private func deadline(after delay: Duration) -> Int64? {
-        guard delay >= .zero, let delay = delay.representableNanoseconds else { return nil }
-        let (deadline, overflow) = self.now().addingReportingOverflow(delay)
-        return overflow ? nil : deadline
+    /// `delay` from now on this timer's clock; a negative delay is now.
+    private func deadline(after delay: Duration) -> Int64 {
+        self.now().addingSaturating(max(delay, .zero).saturatingNanoseconds)
     }
 
-    static func schedule(at deadline: Int64, every period: Duration?, leeway: Int64) -> TimerSchedule? {
-        // A period too long for `Int64` is refused, not saturated into a different one.
-        let periodNanoseconds = period.map { $0.representableNanoseconds }
-        if periodNanoseconds == .some(nil) { return nil }
-        return TimerSchedule(
-            deadlineNanoseconds: deadline, periodNanoseconds: periodNanoseconds ?? nil, leewayNanoseconds: leeway)
+    static func schedule(at deadline: Int64, every period: Duration?, leeway: Duration) throws(TimerError)
+        -> TimerSchedule
+    {
+        if let period, period <= .zero { throw .invalid("period", "must be positive, not \(period)", in: "schedule") }
+        // Past the test above, nothing is left to refuse: the window is kept representable.
+        let schedule = Self.schedule(
+            start: max(deadline, 0), period: period?.saturatingNanoseconds,
+            leeway: max(leeway, .zero).saturatingNanoseconds)
+        guard let schedule else { throw .invalid("schedule", "cannot be represented", in: "schedule") }
+        return schedule
     }
 
     /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the

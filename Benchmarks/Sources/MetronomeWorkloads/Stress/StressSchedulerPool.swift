@@ -70,7 +70,7 @@ final class StressSchedulerPool: StressSubject {
     private let violations: StressViolations
 
     init(engine: TimerEngine, violations: StressViolations) {
-        let scheduler = TimerScheduler(engine: engine)
+        let scheduler = TimerScheduler(backend: .engine(engine))
         self.engine = engine
         self.scheduler = LockedCondition(scheduler)
         self.violations = violations
@@ -110,7 +110,7 @@ final class StressSchedulerPool: StressSubject {
             let repeating = random.next(below: 10) < 3
             let delay = Duration.nanoseconds(random.nanoseconds(in: StressTimerPool.delay))
             let period = repeating ? Duration.nanoseconds(random.nanoseconds(in: StressTimerPool.period)) : nil
-            let id = scheduler.schedule(after: delay, repeating: period)
+            let id = scheduler.schedule(after: delay, every: period)
             self.ledger.withLock { $0.update(id) { $0.insert(repeating ? [.issued, .repeating] : .issued) } }
             // A full list makes room by cancelling a random id, so repeating timers stay few.
             let evicted = self.ids.withLock { ids -> TimerScheduler.TimerID? in

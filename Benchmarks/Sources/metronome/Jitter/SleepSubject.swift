@@ -53,7 +53,9 @@ struct SleepJitterSubject<C: Clock>: JitterSubject where C.Duration == Duration 
 
 extension SleepJitterSubject where C == EngineClock {
     init(engine: TimerEngine, cpu: Int?) {
-        self.init(name: "sleep-engine", clock: EngineClock(engine: engine), nanoseconds: { $0.nanoseconds }, cpu: cpu)
+        self.init(
+            name: "sleep-engine", clock: EngineClock(backend: .engine(engine)), nanoseconds: { $0.nanoseconds },
+            cpu: cpu)
     }
 }
 

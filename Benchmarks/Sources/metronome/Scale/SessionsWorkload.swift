@@ -33,8 +33,8 @@ struct SessionsWorkload {
         let engine = try TimerEngine()
         defer { engine.shutdown() }
         let expiring = try SessionsProbe(name: "expiring-value", config: self.config) { id, lifetime, log in
-            guard let log else { return ExpiringValue(id, lifetime: .nanoseconds(lifetime), engine: engine) }
-            return ExpiringValue(id, lifetime: .nanoseconds(lifetime), engine: engine) { log.record($0) }
+            guard let log else { return ExpiringValue(id, lifetime: .nanoseconds(lifetime), backend: .engine(engine)) }
+            return ExpiringValue(id, lifetime: .nanoseconds(lifetime), backend: .engine(engine)) { log.record($0) }
         }.run()
         progress?("scale: sessions on GCD work items…")
         // Serial, as the idiom's state is usually guarded; it also keeps the log one writer.
