@@ -5,12 +5,8 @@ import Synchronization
 import Testing
 
 @Suite(.serialized)
-struct ExpiringValueTests {
+struct ExpiringValueTests: EngineSuite {
     let engine: TimerEngine
-
-    init() throws {
-        self.engine = try makeEngine()
-    }
 
     @Test(.timeLimit(.minutes(1)))
     func neverExpiresWhileTouched() async throws {
