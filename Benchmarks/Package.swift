@@ -16,6 +16,17 @@ let strictSwift: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+/// A product of the root package: the library under measurement and its test kits.
+func rootProduct(_ name: String) -> Target.Dependency {
+    .product(name: name, package: "Metronome")
+}
+
+/// SwiftNIO's event loop, a backend the measurements compare against.
+let nio: [Target.Dependency] = [
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+]
+
 let package = Package(
     name: "MetronomeBenchmarks",
     platforms: [.macOS(.v13)],
@@ -40,10 +51,8 @@ let package = Package(
             dependencies: [
                 "CMeasurements",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "_MetronomeTestSupport", package: "Metronome"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
+                rootProduct("_MetronomeTestSupport"),
+            ] + nio,
             swiftSettings: strictSwift
         ),
         // The stress oracle and the scale probes: what `metronome stress` and `metronome scale`
@@ -53,13 +62,11 @@ let package = Package(
             dependencies: [
                 "CMeasurements",
                 "MetronomeMeasurements",
-                .product(name: "Metronome", package: "Metronome"),
-                .product(name: "CMetronome", package: "Metronome"),
+                rootProduct("Metronome"),
+                rootProduct("CMetronome"),
                 // TimerContract: the stress shadow's expected outcomes.
-                .product(name: "MetronomeTesting", package: "Metronome"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
+                rootProduct("MetronomeTesting"),
+            ] + nio,
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -67,7 +74,7 @@ let package = Package(
             dependencies: [
                 "MetronomeMeasurements",
                 "MetronomeWorkloads",
-                .product(name: "Metronome", package: "Metronome"),
+                rootProduct("Metronome"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift
@@ -76,9 +83,9 @@ let package = Package(
             name: "MetronomeBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "Metronome", package: "Metronome"),
-                .product(name: "MetronomeTesting", package: "Metronome"),
-                .product(name: "_MetronomeTestSupport", package: "Metronome"),
+                rootProduct("Metronome"),
+                rootProduct("MetronomeTesting"),
+                rootProduct("_MetronomeTestSupport"),
             ],
             path: "Benchmarks/MetronomeBenchmarks",
             plugins: [
@@ -87,33 +94,33 @@ let package = Package(
         ),
         .testTarget(
             name: "MetronomeMeasurementsTests",
-            dependencies: ["MetronomeMeasurements", .product(name: "_MetronomeTestSupport", package: "Metronome")]
+            dependencies: ["MetronomeMeasurements", rootProduct("_MetronomeTestSupport")]
         ),
         .testTarget(
             name: "MetronomeWorkloadsTests",
             dependencies: [
-                "MetronomeWorkloads", "MetronomeMeasurements", .product(name: "Metronome", package: "Metronome"),
+                "MetronomeWorkloads", "MetronomeMeasurements", rootProduct("Metronome"),
             ]
         ),
         // Runs the built `metronome` as a child process.
         .testTarget(
             name: "MetronomeCLITests",
-            dependencies: [.product(name: "_MetronomeTestSupport", package: "Metronome")]
+            dependencies: [rootProduct("_MetronomeTestSupport")]
         ),
         .testTarget(
             name: "EngineClockAsyncAlgorithmsTests",
             dependencies: [
                 "MetronomeMeasurements",
-                .product(name: "Metronome", package: "Metronome"),
+                rootProduct("Metronome"),
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
             ]
         ),
         .testTarget(
             name: "MetronomeObservabilityTests",
             dependencies: [
-                .product(name: "Metronome", package: "Metronome"),
-                .product(name: "MetronomeObservability", package: "Metronome"),
-                .product(name: "MetronomeTesting", package: "Metronome"),
+                rootProduct("Metronome"),
+                rootProduct("MetronomeObservability"),
+                rootProduct("MetronomeTesting"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -5,12 +5,8 @@ import Synchronization
 import Testing
 
 @Suite(.serialized)
-struct ExpiringValueTests {
+struct ExpiringValueTests: EngineSuite {
     let engine: TimerEngine
-
-    init() throws {
-        self.engine = try makeEngine()
-    }
 
     @Test(.timeLimit(.minutes(1)))
     func neverExpiresWhileTouched() async throws {
@@ -335,14 +331,18 @@ struct ExpiringValueTests {
 struct ExpiringValueVirtualTimeTests {
     let timeline = ManualTimeline()
 
-    func makeValue(lifetime: Duration, expiries: Recorder<String>) -> ExpiringValue<String> {
-        ExpiringValue("session", lifetime: lifetime, backend: .custom(self.timeline)) { expiries.append($0) }
+    /// A value on the timeline, and the log its expiries go to.
+    func makeValue(lifetime: Duration) -> (value: ExpiringValue<String>, expiries: Recorder<String>) {
+        let expiries = Recorder<String>()
+        let value = ExpiringValue("session", lifetime: lifetime, backend: .custom(self.timeline)) {
+            expiries.append($0)
+        }
+        return (value, expiries)
     }
 
     @Test
     func aLateTouchMovesTheSameTimerToTheRestOfTheLifetime() {
-        let expiries = Recorder<String>()
-        let value = self.makeValue(lifetime: .seconds(10), expiries: expiries)
+        let (value, expiries) = self.makeValue(lifetime: .seconds(10))
         self.timeline.advance(by: .seconds(2))
         #expect(value.touch())
         self.timeline.advance(by: .seconds(7))
@@ -366,8 +366,7 @@ struct ExpiringValueVirtualTimeTests {
 
     @Test
     func aTouchAfterTheExpiryFiredLoses() {
-        let expiries = Recorder<String>()
-        let value = self.makeValue(lifetime: .seconds(1), expiries: expiries)
+        let (value, expiries) = self.makeValue(lifetime: .seconds(1))
         self.timeline.advance(by: .seconds(1))
         #expect(expiries.entries == ["session"])
         #expect(!value.touch())
@@ -377,8 +376,7 @@ struct ExpiringValueVirtualTimeTests {
 
     @Test(arguments: [Duration.zero, .seconds(-5)])
     func aLifetimeOfZeroOrLessExpiresAtTheFirstFiring(lifetime: Duration) {
-        let expiries = Recorder<String>()
-        let value = self.makeValue(lifetime: lifetime, expiries: expiries)
+        let (value, expiries) = self.makeValue(lifetime: lifetime)
         #expect(value.lifetime == .zero)
         // Nothing fires between calls: the value is there until time is advanced.
         #expect(value.touch())
@@ -390,8 +388,7 @@ struct ExpiringValueVirtualTimeTests {
 
     @Test
     func aHugeLifetimeSaturatesInsteadOfOverflowing() {
-        let expiries = Recorder<String>()
-        let value = self.makeValue(lifetime: .seconds(Int64.max), expiries: expiries)
+        let (value, expiries) = self.makeValue(lifetime: .seconds(Int64.max))
         self.timeline.advance(by: .seconds(1_000_000_000))
         #expect(value.touch())
         self.timeline.advance(by: .seconds(1_000_000_000))
@@ -423,8 +420,7 @@ struct ExpiringValueVirtualTimeTests {
 
     @Test
     func touchAfterInvalidateFailsAndNothingFires() {
-        let expiries = Recorder<String>()
-        let value = self.makeValue(lifetime: .seconds(1), expiries: expiries)
+        let (value, expiries) = self.makeValue(lifetime: .seconds(1))
         self.timeline.advance(by: .milliseconds(500))
         #expect(value.touch())
         #expect(value.invalidate() == "session")
@@ -437,11 +433,12 @@ struct ExpiringValueVirtualTimeTests {
 
     @Test
     func releasingTheContainerDisarmsItsTimer() {
-        let expiries = Recorder<String>()
-        do {
-            let value = self.makeValue(lifetime: .seconds(1), expiries: expiries)
+        // The value lives only inside the closure.
+        let expiries = {
+            let (value, expiries) = self.makeValue(lifetime: .seconds(1))
             #expect(value.touch())
-        }
+            return expiries
+        }()
         #expect(self.timeline.armedCount == 0)
         self.timeline.advance(by: .seconds(5))
         #expect(expiries.count == 0)

@@ -31,3 +31,17 @@ func spin(for duration: Duration) {
 func makeEngine() throws -> TimerEngine {
     try TimerEngine()
 }
+
+/// A suite whose every test runs on an engine of its own: Swift Testing makes a fresh
+/// instance of the suite, through `init()`, for each test.
+protocol EngineSuite {
+    var engine: TimerEngine { get }
+
+    init(engine: TimerEngine)
+}
+
+extension EngineSuite {
+    init() throws {
+        self.init(engine: try makeEngine())
+    }
+}

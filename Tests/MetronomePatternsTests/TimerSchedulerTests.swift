@@ -16,12 +16,8 @@ final class SchedulerDelegate: TimerSchedulerDelegate {
 }
 
 @Suite(.serialized)
-struct TimerSchedulerTests {
+struct TimerSchedulerTests: EngineSuite {
     let engine: TimerEngine
-
-    init() throws {
-        self.engine = try makeEngine()
-    }
 
     @Test(.timeLimit(.minutes(1)))
     func oneShotExecutesOnceAndLaterCancelIsANoOp() async throws {

@@ -5,12 +5,8 @@ import Synchronization
 import Testing
 
 @Suite(.serialized)
-struct TimerTicksTests {
+struct TimerTicksTests: EngineSuite {
     let engine: TimerEngine
-
-    init() throws {
-        self.engine = try makeEngine()
-    }
 
     @Test(.timeLimit(.minutes(1)))
     func ticksFollowTheAbsoluteSchedule() async throws {

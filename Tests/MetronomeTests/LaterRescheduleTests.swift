@@ -10,17 +10,10 @@ import Testing
 /// and never after a cancel that returned `true`.
 @Suite(.serialized, .tags(.realTime))
 struct LaterRescheduleTests {
-    /// What one timer's handler saw.
-    final class Firings: Sendable {
-        let count = Atomic(0)
-        let scheduled = Atomic(Int64(0))
-        let handlerClock = Atomic(Int64(0))
-    }
-
     /// One timer as its pushing thread sees it.
     struct Pushed {
         let timer: SafeDispatchTimer
-        let firings = Firings()
+        let firings = OneShotFirings()
         /// The deadline of the last schedule the timer accepted.
         var deadline: TimerInstant
         var cancelled = false
@@ -48,9 +41,7 @@ struct LaterRescheduleTests {
             for index in pushed.indices {
                 let firings = pushed[index].firings
                 let accepted = pushed[index].timer.schedule(deadline: pushed[index].deadline.dispatchTime) {
-                    firings.scheduled.store($0.scheduled.nanoseconds, ordering: .relaxed)
-                    firings.handlerClock.store(harness.handlerClock().nanoseconds, ordering: .relaxed)
-                    firings.count.add(1, ordering: .releasing)
+                    firings.record($0, now: harness.handlerClock())
                 }
                 #expect(accepted)
             }
@@ -93,7 +84,7 @@ struct LaterRescheduleTests {
             #expect(count == 1, "fired \(count) times")
             let scheduled = pushed.firings.scheduled.load(ordering: .relaxed)
             #expect(scheduled == pushed.deadline.nanoseconds, "fired for a deadline it had left")
-            #expect(pushed.firings.handlerClock.load(ordering: .relaxed) >= scheduled, "fired early")
+            #expect(pushed.firings.clock.load(ordering: .relaxed) >= scheduled, "fired early")
             #expect(pushed.timer.state == .idle)
         }
     }

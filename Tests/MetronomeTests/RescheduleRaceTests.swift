@@ -12,31 +12,28 @@ import Testing
 /// and a timer dropped after a push never fires.
 @Suite(.serialized, .tags(.realTime))
 struct RescheduleRaceTests {
-    /// What one timer's handler saw.
-    final class Firings: Sendable {
-        let count = Atomic(0)
-        let scheduled = Atomic(Int64(0))
-        let clock = Atomic(Int64(0))
-
-        func record(_ tick: Tick) {
-            self.scheduled.store(tick.scheduled.nanoseconds, ordering: .relaxed)
-            self.clock.store(TimerClock.monotonic.now().nanoseconds, ordering: .relaxed)
-            self.count.add(1, ordering: .releasing)
-        }
-    }
-
     private static func now() -> TimerInstant {
         TimerClock.monotonic.now()
     }
 
+    /// A one-shot on an engine of its own, armed for `deadline`, and what its handler saw.
+    /// The caller shuts the engine down.
+    private static func armedOneShot(
+        at deadline: TimerInstant, leeway: Duration = .zero
+    ) throws -> (engine: TimerEngine, timer: SafeDispatchTimer, firings: OneShotFirings) {
+        let engine = try TimerEngine()
+        let timer = SafeDispatchTimer(backend: .engine(engine))
+        let firings = OneShotFirings()
+        #expect(timer.schedule(at: deadline, leeway: leeway) { firings.record($0) })
+        return (engine, timer, firings)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func everyOperationSeesAPushAtOnce() throws {
-        let engine = try TimerEngine()
-        defer { engine.shutdown() }
-        let timer = SafeDispatchTimer(backend: .engine(engine))
-        let firings = Firings()
         let start = Self.now()
-        #expect(timer.schedule(at: start.advanced(by: .seconds(10)), leeway: .microseconds(5)) { firings.record($0) })
+        let (engine, timer, firings) = try Self.armedOneShot(
+            at: start.advanced(by: .seconds(10)), leeway: .microseconds(5))
+        defer { engine.shutdown() }
 
         #expect(timer.reschedule(at: start.advanced(by: .seconds(15))))
         let pushed = start.advanced(by: .seconds(20))
@@ -88,10 +85,10 @@ struct RescheduleRaceTests {
         var random = SplitMix64(seed: 7)
         // Each round's last deadline a reschedule accepted: one that returns `false` found
         // the timer fired, and so does every one after it (a stall here, under a sanitizer).
-        var rounds: [(timer: SafeDispatchTimer, firings: Firings, deadline: Int64)] = []
+        var rounds: [(timer: SafeDispatchTimer, firings: OneShotFirings, deadline: Int64)] = []
         for _ in 0..<300 {
             let timer = SafeDispatchTimer(queue: queue, backend: .engine(engine))
-            let firings = Firings()
+            let firings = OneShotFirings()
             let first = Self.now().advanced(by: .milliseconds(1))
             var deadline = first.advanced(by: .microseconds(-500))
             #expect(timer.schedule(at: deadline) { firings.record($0) })
@@ -121,12 +118,9 @@ struct RescheduleRaceTests {
     /// of them set.
     @Test(.timeLimit(.minutes(1)))
     func pushesFromManyThreadsLeaveOneDeadline() throws {
-        let engine = try TimerEngine()
-        defer { engine.shutdown() }
-        let timer = SafeDispatchTimer(backend: .engine(engine))
-        let firings = Firings()
         let base = Self.now().advanced(by: .seconds(1))
-        #expect(timer.schedule(at: base) { firings.record($0) })
+        let (engine, timer, firings) = try Self.armedOneShot(at: base)
+        defer { engine.shutdown() }
         let drawn = Atomic(Int64(0))
         let accepted = LockedBox<Set<Int64>>([])
         DispatchQueue.concurrentPerform(iterations: 4) { _ in
@@ -153,7 +147,7 @@ struct RescheduleRaceTests {
     @Test(.timeLimit(.minutes(1)))
     func aPushAfterItsEngineShutDownIsRefused() throws {
         let engine = try TimerEngine()
-        let firings = Firings()
+        let firings = OneShotFirings()
         let first = Self.now().advanced(by: .seconds(10))
         let timers = (0..<100).map { _ in SafeDispatchTimer(backend: .engine(engine)) }
         for timer in timers {
@@ -174,7 +168,7 @@ struct RescheduleRaceTests {
         let engine = try TimerEngine()
         defer { engine.shutdown() }
         let freed = LaterRescheduleTests.Canary.Count()
-        let firings = Firings()
+        let firings = OneShotFirings()
         var timers: [SafeDispatchTimer] = []
         let first = Self.now().advanced(by: .milliseconds(200))
         for index in 0..<100 {

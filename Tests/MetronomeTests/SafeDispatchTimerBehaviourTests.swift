@@ -18,10 +18,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func oneShotFiresOnceAndGoesIdle(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let deadline = harness.now.advanced(by: Self.period)
 
         #expect(timer.schedule(deadline: deadline.dispatchTime, handler: recorder.handler))
@@ -48,10 +46,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func repeatingFiresOnItsGrid(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let start = harness.now.advanced(by: Self.period)
 
         #expect(
@@ -102,10 +98,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func scheduleAtInstantFollowsItsPeriod(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let start = harness.now.advanced(by: Self.period)
 
         #expect(timer.schedule(at: start, every: Self.period * 2, handler: recorder.handler))
@@ -121,10 +115,8 @@ struct SafeDispatchTimerBehaviourTests {
     /// not burst to catch up (`Tick.missed`).
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func repeatingTimerArmedLateSkipsAheadInsteadOfBursting(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let period = Self.period
         // Ten and a half periods ago.
         let start = harness.now.advanced(by: .zero - (period * 10 + period / 2))
@@ -149,10 +141,8 @@ struct SafeDispatchTimerBehaviourTests {
     /// passed, reporting the ones skipped, then continues on the grid: no burst, no drift.
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real)
     func overrunningHandlerGetsOneTickReportingTheSkippedPeriods(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let period = Self.period
         let start = harness.now.advanced(by: period)
         let overran = Atomic<Bool>(false)
@@ -179,10 +169,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func suspendStopsFiringAndResumeKeepsThePhase(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let period = Self.period
         let start = harness.now.advanced(by: period)
 
@@ -263,10 +251,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func cancelStopsFiring(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
 
         #expect(
             timer.schedule(
@@ -317,10 +303,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func rescheduleLaterSkipsTheOldDeadline(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         // Far enough out that the reschedule surely comes first, even on a loaded machine.
         let old = harness.now.advanced(by: Self.period * 10)
         let new = old.advanced(by: Self.period * 3)
@@ -340,10 +324,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func rescheduleEarlierFiresAtTheNewDeadline(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let old = harness.now.advanced(by: .seconds(3600))
 
         #expect(timer.schedule(deadline: old.dispatchTime, handler: recorder.handler))
@@ -358,10 +340,8 @@ struct SafeDispatchTimerBehaviourTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func rescheduleMovesARepeatingTimerToANewGrid(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let period = Self.period
         let oldStart = harness.now.advanced(by: period)
 

@@ -16,10 +16,8 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func scheduleAfterFollowsItsGrid(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let before = harness.now
 
         #expect(timer.schedule(after: Self.period, every: Self.period * 2, handler: recorder.handler))
@@ -37,10 +35,8 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func scheduleAfterZeroFiresOnceAtOnce(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let before = harness.now
 
         #expect(timer.schedule(after: .zero, handler: recorder.handler))
@@ -55,10 +51,8 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func rescheduleAfterMovesTheScheduleAndKeepsTheHandler(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
 
         #expect(timer.schedule(after: .seconds(3600), handler: recorder.handler))
         let before = harness.now
@@ -74,10 +68,8 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func rescheduleAtMovesTheScheduleToTheInstant(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let start = harness.now.advanced(by: Self.period)
 
         #expect(timer.schedule(after: .seconds(3600), every: .seconds(3600), handler: recorder.handler))
@@ -90,10 +82,8 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func rescheduleOfASuspendedTimerTakesEffectOnResume(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
 
         #expect(timer.schedule(after: .seconds(3600), handler: recorder.handler))
         #expect(timer.suspend())
@@ -141,29 +131,13 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func badDurationsAreRejectedAndDoNothing(kind: HarnessKind) throws {
-        let harness = try kind.make()
-        defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        var timers: [SafeDispatchTimer] = []
-        for (name, delay, period, leeway) in Self.badSchedules {
-            let idle = harness.makeTimer()
-            #expect(
-                !idle.schedule(after: delay, every: period, leeway: leeway, handler: recorder.handler),
-                "\(name) accepted")
-            #expect(idle.state == .idle, "\(name) changed the state")
-
-            let cancelled = harness.makeTimer()
-            #expect(cancelled.schedule(after: .seconds(3600), handler: recorder.handler))
-            #expect(cancelled.cancel())
-            #expect(
-                !cancelled.schedule(after: delay, every: period, leeway: leeway, handler: recorder.handler),
-                "\(name) accepted")
-            #expect(cancelled.state == .cancelled)
-            timers += [idle, cancelled]
+        try kind.expectRefusedSchedulesDoNothing(within: Self.period * 3) { harness, recorder in
+            Self.badSchedules.flatMap { name, delay, period, leeway in
+                harness.expectRefused(name, recorder: recorder) {
+                    $0.schedule(after: delay, every: period, leeway: leeway, handler: recorder.handler)
+                }
+            }
         }
-        if let armed = harness.armedCount { #expect(armed == 0, "a rejected schedule armed something") }
-        harness.advance(by: Self.period * 3)
-        #expect(recorder.count == 0, "a rejected schedule fired")
     }
 
     /// `(delay, period)` pairs `reschedule(after:every:)` must refuse, and `(deadline,
@@ -179,10 +153,8 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func badRescheduleKeepsTheOldSchedule(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let deadline = harness.now.advanced(by: Self.period * 3)
         #expect(timer.schedule(at: deadline, leeway: .milliseconds(1), handler: recorder.handler))
         for (name, delay, period) in Self.badReschedulesAfter {
@@ -201,38 +173,26 @@ struct SafeDispatchTimerDurationTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real, [false, true])
     func cancelAndAwaitHandlersWaitsForTheRunningHandler(kind: HarnessKind, onQueue: Bool) async throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer(
+            queue: onQueue ? markedQueue("metronome.tests.await-handlers") : nil)
         defer { harness.tearDown() }
-        let timer = harness.makeTimer(queue: onQueue ? markedQueue("metronome.tests.await-handlers") : nil)
-        let recorder = TickRecorder(harness)
-        let entered = Gate()
-        let release = Gate()
-        let handlerFinished = Gate()
+        let held = HeldFirstRun(recording: recorder)
 
-        #expect(
-            timer.schedule(after: .milliseconds(1), every: .milliseconds(5)) { tick in
-                recorder.record(tick)
-                if !entered.opened {
-                    entered.open()
-                    release.wait(timeout: .seconds(10))
-                    handlerFinished.open()
-                }
-            }
-        )
-        try #require(await poll { entered.opened }, "the handler never started")
+        #expect(timer.schedule(after: .milliseconds(1), every: .milliseconds(5), handler: held.handler))
+        try #require(await poll { held.entered.opened }, "the handler never started")
 
         let returned = Gate()
         let waiter = Task {
             await timer.cancelAndAwaitHandlers()
             returned.open()
-            return handlerFinished.opened
+            return held.finished.opened
         }
         #expect(await poll { timer.state == .cancelled }, "cancelAndAwaitHandlers did not cancel")
         // Bounded: the task must still be suspended while the handler runs.
         #expect(
             !(await poll(timeout: .milliseconds(150)) { returned.opened }),
             "returned while its handler was still running")
-        release.open()
+        held.release.open()
         #expect(await waiter.value, "returned before the handler finished")
 
         let epoch = recorder.bumpEpoch()

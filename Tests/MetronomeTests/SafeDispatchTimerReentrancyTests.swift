@@ -155,11 +155,9 @@ struct SafeDispatchTimerReentrancyTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func handlerCancelsItsOwnTimer(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let timer = harness.makeTimer()
         let weak = WeakTimer(timer)
-        let recorder = TickRecorder(harness)
         let result = Locked<Bool?>(nil)
         #expect(
             timer.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5)) { tick in
@@ -177,11 +175,9 @@ struct SafeDispatchTimerReentrancyTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func handlerReschedulesItsOwnTimer(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let timer = harness.makeTimer()
         let weak = WeakTimer(timer)
-        let recorder = TickRecorder(harness)
         let moved = Locked<(accepted: Bool, deadline: TimerInstant)?>(nil)
         #expect(
             timer.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5)) { tick in
@@ -205,11 +201,9 @@ struct SafeDispatchTimerReentrancyTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func oneShotHandlerSchedulesItsTimerAgain(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let timer = harness.makeTimer()
         let weak = WeakTimer(timer)
-        let recorder = TickRecorder(harness)
         let results = Locked<[Bool]>([])
         let handler = Locked<(@Sendable (Tick) -> Void)?>(nil)
         let body: @Sendable (Tick) -> Void = { tick in

@@ -20,28 +20,13 @@ struct SafeDispatchTimerSafetyTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func badIntervalIsRejectedAndDoesNothing(kind: HarnessKind) throws {
-        let harness = try kind.make()
-        defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        var timers: [SafeDispatchTimer] = []
-        for interval in Self.badIntervals {
-            let idle = harness.makeTimer()
-            #expect(
-                !idle.schedule(interval: interval, handler: recorder.untimedHandler), "interval \(interval) accepted")
-            #expect(idle.state == .idle, "interval \(interval) changed the state")
-
-            let cancelled = harness.makeTimer()
-            #expect(cancelled.schedule(deadline: harness.deadline(after: .seconds(3600)), handler: recorder.handler))
-            #expect(cancelled.cancel())
-            #expect(
-                !cancelled.schedule(interval: interval, handler: recorder.untimedHandler),
-                "interval \(interval) accepted")
-            #expect(cancelled.state == .cancelled)
-            timers += [idle, cancelled]
+        try kind.expectRefusedSchedulesDoNothing(within: Self.period * 3) { harness, recorder in
+            Self.badIntervals.flatMap { interval in
+                harness.expectRefused("interval \(interval)", recorder: recorder) {
+                    $0.schedule(interval: interval, handler: recorder.untimedHandler)
+                }
+            }
         }
-        if let armed = harness.armedCount { #expect(armed == 0, "a rejected schedule armed something") }
-        harness.advance(by: Self.period * 3)
-        #expect(recorder.count == 0, "a rejected schedule fired")
     }
 
     /// Bad `DispatchTimeInterval`s for `schedule(deadline:repeating:leeway:)`.
@@ -73,51 +58,49 @@ struct SafeDispatchTimerSafetyTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func badDispatchArgumentsAreRejectedAndDoNothing(kind: HarnessKind) throws {
-        let harness = try kind.make()
-        defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        var timers: [SafeDispatchTimer] = []
-        for bad in BadDispatchArgument.allCases {
-            let timer = harness.makeTimer()
-            let accepted = timer.schedule(
-                deadline: harness.deadline(after: .milliseconds(1)),
-                repeating: bad.repeating,
-                leeway: bad.leeway,
-                handler: recorder.handler
-            )
-            #expect(!accepted, "\(bad) accepted")
-            #expect(timer.state == .idle, "\(bad) changed the state")
-            timers.append(timer)
-        }
+        try kind.expectRefusedSchedulesDoNothing(within: Self.period * 3) { harness, recorder in
+            var timers: [SafeDispatchTimer] = []
+            for bad in BadDispatchArgument.allCases {
+                let timer = harness.makeTimer()
+                let accepted = timer.schedule(
+                    deadline: harness.deadline(after: .milliseconds(1)),
+                    repeating: bad.repeating,
+                    leeway: bad.leeway,
+                    handler: recorder.handler
+                )
+                #expect(!accepted, "\(bad) accepted")
+                #expect(timer.state == .idle, "\(bad) changed the state")
+                timers.append(timer)
+            }
 
-        // `schedule(at:every:leeway:)`: a period that is not positive, or a deadline on
-        // another clock.
-        let soon = harness.now.advanced(by: .milliseconds(1))
-        let badAt: [(String, TimerInstant, Duration?, Duration)] = [
-            ("negative period", soon, .milliseconds(-10), .zero),
-            ("zero period", soon, .zero, .zero),
-            ("deadline on another clock", TimerInstant(nanoseconds: soon.nanoseconds, clock: .boottime), nil, .zero),
-        ]
-        for (name, deadline, period, leeway) in badAt {
-            let timer = harness.makeTimer()
-            #expect(
-                !timer.schedule(at: deadline, every: period, leeway: leeway, handler: recorder.handler),
-                "\(name) accepted")
-            #expect(timer.state == .idle, "\(name) changed the state")
-            timers.append(timer)
+            // `schedule(at:every:leeway:)`: a period that is not positive, or a deadline on
+            // another clock.
+            let soon = harness.now.advanced(by: .milliseconds(1))
+            let badAt: [(String, TimerInstant, Duration?, Duration)] = [
+                ("negative period", soon, .milliseconds(-10), .zero),
+                ("zero period", soon, .zero, .zero),
+                (
+                    "deadline on another clock", TimerInstant(nanoseconds: soon.nanoseconds, clock: .boottime), nil,
+                    .zero
+                ),
+            ]
+            for (name, deadline, period, leeway) in badAt {
+                let timer = harness.makeTimer()
+                #expect(
+                    !timer.schedule(at: deadline, every: period, leeway: leeway, handler: recorder.handler),
+                    "\(name) accepted")
+                #expect(timer.state == .idle, "\(name) changed the state")
+                timers.append(timer)
+            }
+            return timers
         }
-        if let armed = harness.armedCount { #expect(armed == 0) }
-        harness.advance(by: Self.period * 3)
-        #expect(recorder.count == 0, "a rejected schedule fired")
     }
 
     /// A bad `reschedule` on a running timer returns `false` and keeps the old schedule.
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func badRescheduleKeepsTheOldSchedule(kind: HarnessKind) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
-        let recorder = TickRecorder(harness)
-        let timer = harness.makeTimer()
         let deadline = harness.now.advanced(by: Self.period * 3)
         #expect(timer.schedule(deadline: deadline.dispatchTime, handler: recorder.handler))
         for bad: DispatchTimeInterval in [.nanoseconds(-1), .seconds(-5), .nanoseconds(0), .seconds(Int.max)] {
@@ -176,9 +159,7 @@ struct SafeDispatchTimerSafetyTests {
         let harness = try kind.make()
         defer { harness.tearDown() }
         let recorder = TickRecorder(harness)
-        let entered = Gate()
-        let release = Gate()
-        let finished = Gate()
+        let held = HeldFirstRun(recording: recorder)
         let queue = situation == .midHandlerOnQueue ? markedQueue("metronome.tests.deinit") : nil
         var timer: SafeDispatchTimer? = harness.makeTimer(queue: queue)
         let probe = WeakTimer(timer)
@@ -213,25 +194,18 @@ struct SafeDispatchTimerSafetyTests {
             #expect(harness.wait(for: recorder, count: 1))
             #expect(timer?.cancel() == true)
         case .midHandlerInline, .midHandlerOnQueue:
-            let scheduled = timer?.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating) {
-                tick in
-                recorder.record(tick)
-                if !entered.opened {
-                    entered.open()
-                    release.wait(timeout: .seconds(10))
-                    finished.open()
-                }
-            }
+            let scheduled = timer?.schedule(
+                deadline: harness.deadline(after: .milliseconds(1)), repeating: repeating, handler: held.handler)
             #expect(scheduled == true)
-            try #require(entered.wait(), "the handler never started")
+            try #require(held.entered.wait(), "the handler never started")
         }
 
         // Drop the only reference: `deinit` runs here, on this thread.
         timer = nil
         #expect(probe.timer == nil, "the timer outlived its last reference")
-        if entered.opened {
-            release.open()
-            #expect(finished.wait(), "the handler running during deinit never finished")
+        if held.entered.opened {
+            held.release.open()
+            #expect(held.finished.wait(), "the handler running during deinit never finished")
         }
         if let engine = (harness as? EngineHarness)?.engine {
             #expect(
@@ -299,33 +273,24 @@ struct SafeDispatchTimerSafetyTests {
 
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.real, [false, true])
     func cancelAndWaitWaitsForTheRunningHandler(kind: HarnessKind, onQueue: Bool) throws {
-        let harness = try kind.make()
+        let (harness, recorder, timer) = try kind.makeRecordedTimer(
+            queue: onQueue ? markedQueue("metronome.tests.cancel-and-wait") : nil)
         defer { harness.tearDown() }
-        let timer = harness.makeTimer(queue: onQueue ? markedQueue("metronome.tests.cancel-and-wait") : nil)
-        let recorder = TickRecorder(harness)
-        let entered = Gate()
-        let release = Gate()
-        let handlerFinished = Gate()
+        let held = HeldFirstRun(recording: recorder)
         let returned = Gate()
         let finishedWhenReturned = Locked<Bool?>(nil)
 
         #expect(
-            timer.schedule(deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5)) { tick in
-                recorder.record(tick)
-                if !entered.opened {
-                    entered.open()
-                    release.wait(timeout: .seconds(10))
-                    handlerFinished.open()
-                }
-            }
+            timer.schedule(
+                deadline: harness.deadline(after: .milliseconds(1)), repeating: .milliseconds(5), handler: held.handler)
         )
-        try #require(entered.wait(), "the handler never started")
+        try #require(held.entered.wait(), "the handler never started")
 
         let started = Gate()
         let waiter = Thread {
             started.open()
             timer.cancelAndWait()
-            finishedWhenReturned.withLock { $0 = handlerFinished.opened }
+            finishedWhenReturned.withLock { $0 = held.finished.opened }
             returned.open()
         }
         waiter.start()
@@ -335,7 +300,7 @@ struct SafeDispatchTimerSafetyTests {
         // Bounded: cancelAndWait must still be blocked while the handler is.
         #expect(
             !returned.wait(timeout: .milliseconds(150)), "cancelAndWait returned while its handler was still running")
-        release.open()
+        held.release.open()
         #expect(returned.wait(), "cancelAndWait never returned after the handler did")
         #expect(finishedWhenReturned.current == true, "cancelAndWait returned before the handler finished")
 

@@ -41,6 +41,17 @@ enum HarnessKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     }
 }
 
+extension HarnessKind {
+    /// What most behaviour bodies start from: a harness of this kind, a recorder on its
+    /// clock, and a timer on `queue`. The caller tears the harness down.
+    func makeRecordedTimer(
+        queue: DispatchQueue? = nil
+    ) throws -> (harness: any TimerHarness, recorder: TickRecorder, timer: SafeDispatchTimer) {
+        let harness = try self.make()
+        return (harness, TickRecorder(harness), harness.makeTimer(queue: queue))
+    }
+}
+
 /// One way of making timers and letting time pass, so that a behaviour body runs unchanged on
 /// virtual and on real time.
 protocol TimerHarness: Sendable {
@@ -111,6 +122,55 @@ extension TimerHarness {
     /// A `DispatchTime` `offset` from the harness's now (virtual time for the manual harness).
     func deadline(after offset: Duration) -> DispatchTime {
         DispatchTime(uptimeNanoseconds: UInt64(self.now.advanced(by: offset).nanoseconds))
+    }
+}
+
+// MARK: - Rejected schedules
+
+extension HarnessKind {
+    /// Runs `refuse` on a harness of this kind; every schedule call it makes must be refused.
+    /// The timers it returns are kept to the end, so that one armed by mistake is still there
+    /// to fire: nothing is armed and, `time` later, nothing has fired.
+    func expectRefusedSchedulesDoNothing(
+        within time: Duration,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ refuse: (any TimerHarness, TickRecorder) -> [SafeDispatchTimer]
+    ) throws {
+        let harness = try self.make()
+        defer { harness.tearDown() }
+        let recorder = TickRecorder(harness)
+        withExtendedLifetime(refuse(harness, recorder)) {
+            if let armed = harness.armedCount {
+                #expect(armed == 0, "a rejected schedule armed something", sourceLocation: sourceLocation)
+            }
+            harness.advance(by: time)
+            #expect(recorder.count == 0, "a rejected schedule fired", sourceLocation: sourceLocation)
+        }
+    }
+}
+
+extension TimerHarness {
+    /// Tries `schedule`, a call the timer must refuse, on a fresh idle timer and on a
+    /// cancelled one: each refuses it and keeps its state. Returns the two timers, for
+    /// ``HarnessKind/expectRefusedSchedulesDoNothing(within:sourceLocation:_:)`` to keep.
+    func expectRefused(
+        _ name: String,
+        recorder: TickRecorder,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        by schedule: (SafeDispatchTimer) -> Bool
+    ) -> [SafeDispatchTimer] {
+        let idle = self.makeTimer()
+        #expect(!schedule(idle), "\(name) accepted", sourceLocation: sourceLocation)
+        #expect(idle.state == .idle, "\(name) changed the state", sourceLocation: sourceLocation)
+
+        let cancelled = self.makeTimer()
+        #expect(
+            cancelled.schedule(deadline: self.deadline(after: .seconds(3600)), handler: recorder.handler),
+            sourceLocation: sourceLocation)
+        #expect(cancelled.cancel(), sourceLocation: sourceLocation)
+        #expect(!schedule(cancelled), "\(name) accepted", sourceLocation: sourceLocation)
+        #expect(cancelled.state == .cancelled, sourceLocation: sourceLocation)
+        return [idle, cancelled]
     }
 }
 
@@ -386,6 +446,48 @@ final class TickRecorder: Sendable {
     /// Records that started at `epoch` or later.
     func records(since epoch: UInt64) -> [TickRecord] {
         self.all.filter { $0.epoch >= epoch }
+    }
+}
+
+/// A repeating timer's handler that records every tick and holds its first run until
+/// ``release`` opens: a handler for a test to catch while it runs.
+final class HeldFirstRun: Sendable {
+    /// Opens when the first run has started.
+    let entered = Gate()
+    /// Lets the first run go on.
+    let release = Gate()
+    /// Opens when the first run has finished.
+    let finished = Gate()
+    private let recorder: TickRecorder
+
+    init(recording recorder: TickRecorder) {
+        self.recorder = recorder
+    }
+
+    var handler: @Sendable (Tick) -> Void {
+        { tick in
+            self.recorder.record(tick)
+            if !self.entered.opened {
+                self.entered.open()
+                self.release.wait(timeout: .seconds(10))
+                self.finished.open()
+            }
+        }
+    }
+}
+
+/// What a one-shot's handler saw, for tests that push its deadline around: how often it
+/// ran, for which deadline, and when by the handler's clock (to tell an early firing).
+final class OneShotFirings: Sendable {
+    let count = Atomic(0)
+    let scheduled = Atomic(Int64(0))
+    let clock = Atomic(Int64(0))
+
+    /// Records `tick` as the handler's clock read `now` at its entry.
+    func record(_ tick: Tick, now: TimerInstant = TimerClock.monotonic.now()) {
+        self.scheduled.store(tick.scheduled.nanoseconds, ordering: .relaxed)
+        self.clock.store(now.nanoseconds, ordering: .relaxed)
+        self.count.add(1, ordering: .releasing)
     }
 }
 

@@ -92,42 +92,53 @@ final class Slot<Value>: @unchecked Sendable {
     var value: Value?
 }
 
+/// Benchmarks `body` on one timer of a `CoreFixture` with `background` timers armed: the
+/// setup makes both and lets `prepare` arm the timer, the teardown drops them.
+private func coreTimerBenchmark(
+    _ name: String,
+    background: Int,
+    prepare: @escaping @Sendable (CoreFixture, mtr_timer_id) -> Void = { _, _ in },
+    body: @escaping @Sendable (Benchmark, CoreFixture, mtr_timer_id) -> Void
+) {
+    let slot = Slot<(CoreFixture, mtr_timer_id)>()
+    Benchmark(name) { benchmark in
+        let (fixture, timer) = slot.value!
+        body(benchmark, fixture, timer)
+    } setup: {
+        let fixture = CoreFixture(background: background)
+        let timer = fixture.makeTimer()
+        prepare(fixture, timer)
+        slot.value = (fixture, timer)
+    } teardown: {
+        slot.value = nil
+    }
+}
+
+/// Arms a fixture's timer at a random far deadline.
+private let armFar: @Sendable (CoreFixture, mtr_timer_id) -> Void = { fixture, timer in
+    _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: CoreFixture.now()), 0)
+}
+
 private func coreBenchmarks() {
     for background in [0, 1_000_000] {
         let label = background == 0 ? "empty" : "1M armed"
 
         // add + cancel: a disarmed timer joins the heap at a random far deadline and leaves.
-        let addCancel = Slot<(CoreFixture, mtr_timer_id)>()
-        Benchmark("C arm_once+cancel (\(label))") { benchmark in
-            let (fixture, timer) = addCancel.value!
+        coreTimerBenchmark("C arm_once+cancel (\(label))", background: background) { benchmark, fixture, timer in
             let now = CoreFixture.now()
             for _ in benchmark.scaledIterations {
                 _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: now), 0)
                 _ = mtr_timer_cancel(fixture.engine, timer)
             }
-        } setup: {
-            let fixture = CoreFixture(background: background)
-            addCancel.value = (fixture, fixture.makeTimer())
-        } teardown: {
-            addCancel.value = nil
         }
 
         // reschedule: an armed timer re-armed at a new random far deadline (a heap move).
-        let reschedule = Slot<(CoreFixture, mtr_timer_id)>()
-        Benchmark("C reschedule armed timer (\(label))") { benchmark in
-            let (fixture, timer) = reschedule.value!
+        coreTimerBenchmark("C reschedule armed timer (\(label))", background: background, prepare: armFar) {
+            benchmark, fixture, timer in
             let now = CoreFixture.now()
             for _ in benchmark.scaledIterations {
                 _ = mtr_timer_arm_once(fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: now), 0)
             }
-        } setup: {
-            let fixture = CoreFixture(background: background)
-            let timer = fixture.makeTimer()
-            _ = mtr_timer_arm_once(
-                fixture.engine, timer, .MTR_CLOCK_MONOTONIC, fixture.farDeadline(from: CoreFixture.now()), 0)
-            reschedule.value = (fixture, timer)
-        } teardown: {
-            reschedule.value = nil
         }
     }
 
@@ -175,61 +186,65 @@ private func coreBenchmarks() {
 
 private let farAway = DispatchTimeInterval.seconds(3_600)
 
+/// Arms a timer an hour out, so that nothing fires while measuring.
+private let armFarAway: @Sendable (SafeDispatchTimer) -> Void = { $0.schedule(deadline: .now() + farAway) { _ in } }
+
+/// Arms a timer to repeat every hour from an hour out.
+private let armRepeatingFarAway: @Sendable (SafeDispatchTimer) -> Void = {
+    $0.schedule(deadline: .now() + farAway, repeating: farAway) { _ in }
+}
+
+/// Benchmarks `body` on one `SafeDispatchTimer` on the backend `makeBackend` returns: the
+/// setup makes the timer and lets `prepare` arm it, the teardown drops it (and an engine
+/// made for it with it).
+private func timerBenchmark(
+    _ name: String,
+    on makeBackend: @escaping @Sendable () throws -> SafeDispatchTimer.Backend,
+    prepare: @escaping @Sendable (SafeDispatchTimer) -> Void = { _ in },
+    body: @escaping @Sendable (Benchmark, SafeDispatchTimer) -> Void
+) {
+    let timerSlot = Slot<SafeDispatchTimer>()
+    Benchmark(name) { benchmark in
+        body(benchmark, timerSlot.value!)
+    } setup: {
+        let timer = SafeDispatchTimer(backend: try makeBackend())
+        prepare(timer)
+        timerSlot.value = timer
+    } teardown: {
+        timerSlot.value = nil
+    }
+}
+
+/// An engine of the timer's own.
+private let ownEngine: @Sendable () throws -> SafeDispatchTimer.Backend = { .engine(try TimerEngine()) }
+
 private func swiftBenchmarks() {
     let engineSlot = Slot<TimerEngine>()
     let makeEngine: @Sendable () throws -> Void = { engineSlot.value = try TimerEngine() }
     let dropEngine: @Sendable () -> Void = { engineSlot.value = nil }
 
-    let timerSlot = Slot<SafeDispatchTimer>()
-    Benchmark("SafeDispatchTimer schedule+cancel (engine)") { benchmark in
-        let timer = timerSlot.value!
+    timerBenchmark("SafeDispatchTimer schedule+cancel (engine)", on: ownEngine) { benchmark, timer in
         for _ in benchmark.scaledIterations {
             timer.schedule(deadline: .now() + farAway) { _ in }
             timer.cancel()
         }
-    } setup: {
-        try makeEngine()
-        timerSlot.value = SafeDispatchTimer(backend: .engine(engineSlot.value!))
-    } teardown: {
-        timerSlot.value = nil
-        dropEngine()
     }
 
-    let rescheduleSlot = Slot<SafeDispatchTimer>()
-    Benchmark("SafeDispatchTimer reschedule (engine)") { benchmark in
-        let timer = rescheduleSlot.value!
+    timerBenchmark("SafeDispatchTimer reschedule (engine)", on: ownEngine, prepare: armFarAway) { benchmark, timer in
         var random = SplitMix64(seed: 42)
         for _ in benchmark.scaledIterations {
             timer.reschedule(deadline: .now() + farAway + .nanoseconds(Int(random.next() % 1_000_000_000)))
         }
-    } setup: {
-        try makeEngine()
-        let timer = SafeDispatchTimer(backend: .engine(engineSlot.value!))
-        timer.schedule(deadline: .now() + farAway) { _ in }
-        rescheduleSlot.value = timer
-    } teardown: {
-        rescheduleSlot.value = nil
-        dropEngine()
     }
 
     // A running one-shot pushed later, as an idle timeout is on every request: the deadline
     // word in the timer moves; no lock, no allocation, no engine call.
-    let pushSlot = Slot<SafeDispatchTimer>()
-    Benchmark("SafeDispatchTimer push later (engine)") { benchmark in
-        let timer = pushSlot.value!
+    timerBenchmark("SafeDispatchTimer push later (engine)", on: ownEngine, prepare: armFarAway) { benchmark, timer in
         var deadline = DispatchTime.now() + farAway
         for _ in benchmark.scaledIterations {
             deadline = deadline + .nanoseconds(1)
             blackHole(timer.reschedule(deadline: deadline))
         }
-    } setup: {
-        try makeEngine()
-        let timer = SafeDispatchTimer(backend: .engine(engineSlot.value!))
-        timer.schedule(deadline: .now() + farAway) { _ in }
-        pushSlot.value = timer
-    } teardown: {
-        pushSlot.value = nil
-        dropEngine()
     }
 
     // A touch records the value's new expiry in one atomic word and leaves the value in the
@@ -249,21 +264,12 @@ private func swiftBenchmarks() {
         dropEngine()
     }
 
-    let suspendSlot = Slot<SafeDispatchTimer>()
-    Benchmark("SafeDispatchTimer suspend+resume (engine)") { benchmark in
-        let timer = suspendSlot.value!
+    timerBenchmark("SafeDispatchTimer suspend+resume (engine)", on: ownEngine, prepare: armRepeatingFarAway) {
+        benchmark, timer in
         for _ in benchmark.scaledIterations {
             timer.suspend()
             timer.resume()
         }
-    } setup: {
-        try makeEngine()
-        let timer = SafeDispatchTimer(backend: .engine(engineSlot.value!))
-        timer.schedule(deadline: .now() + farAway, repeating: farAway) { _ in }
-        suspendSlot.value = timer
-    } teardown: {
-        suspendSlot.value = nil
-        dropEngine()
     }
 
     // The Swift fire path: a repeating 20 µs timer on the firing thread (queue nil); the
@@ -293,46 +299,34 @@ private func swiftBenchmarks() {
 
 // MARK: - SafeDispatchTimer on ManualTimeline: the state machine and lock, no engine
 
+/// A virtual clock of the timer's own, which nothing advances.
+private let ownTimeline: @Sendable () -> SafeDispatchTimer.Backend = { .custom(ManualTimeline()) }
+
+/// Arms a timer to repeat every hour.
+private let armHourly: @Sendable (SafeDispatchTimer) -> Void = { $0.schedule(interval: 3_600) {} }
+
 private func manualTimelineBenchmarks() {
-    let suspendSlot = Slot<SafeDispatchTimer>()
-    Benchmark("SafeDispatchTimer suspend+resume (ManualTimeline)") { benchmark in
-        let timer = suspendSlot.value!
+    timerBenchmark("SafeDispatchTimer suspend+resume (ManualTimeline)", on: ownTimeline, prepare: armHourly) {
+        benchmark, timer in
         for _ in benchmark.scaledIterations {
             timer.suspend()
             timer.resume()
         }
-    } setup: {
-        let timer = SafeDispatchTimer(backend: .custom(ManualTimeline()))
-        timer.schedule(interval: 3_600) {}
-        suspendSlot.value = timer
-    } teardown: {
-        suspendSlot.value = nil
     }
 
     // Rejected transitions: the machine answers .reject and nothing is armed or disarmed.
-    let rejectSlot = Slot<SafeDispatchTimer>()
-    Benchmark("SafeDispatchTimer rejected resume+cancel (ManualTimeline, idle)") { benchmark in
-        let timer = rejectSlot.value!
+    timerBenchmark("SafeDispatchTimer rejected resume+cancel (ManualTimeline, idle)", on: ownTimeline) {
+        benchmark, timer in
         for _ in benchmark.scaledIterations {
             blackHole(timer.resume())
             blackHole(timer.cancel())
         }
-    } setup: {
-        rejectSlot.value = SafeDispatchTimer(backend: .custom(ManualTimeline()))
-    } teardown: {
-        rejectSlot.value = nil
     }
 
-    let scheduleSlot = Slot<SafeDispatchTimer>()
-    Benchmark("SafeDispatchTimer schedule+cancel (ManualTimeline)") { benchmark in
-        let timer = scheduleSlot.value!
+    timerBenchmark("SafeDispatchTimer schedule+cancel (ManualTimeline)", on: ownTimeline) { benchmark, timer in
         for _ in benchmark.scaledIterations {
             timer.schedule(interval: 3_600) {}
             timer.cancel()
         }
-    } setup: {
-        scheduleSlot.value = SafeDispatchTimer(backend: .custom(ManualTimeline()))
-    } teardown: {
-        scheduleSlot.value = nil
     }
 }

@@ -18,10 +18,11 @@ struct CLISmokeTests {
         try self.envelope(arguments, command: command).results
     }
 
-    /// The whole report: its rows, its config and its notes.
-    private func envelope(_ arguments: [String], command: String) throws -> (
-        results: [[String: Any]], config: [String: Any], notes: [String]
-    ) {
+    /// A whole report: its rows, its config and its notes.
+    private typealias Envelope = (results: [[String: Any]], config: [String: Any], notes: [String])
+
+    /// The whole report, not only its rows.
+    private func envelope(_ arguments: [String], command: String) throws -> Envelope {
         let executable = try ChildProcess.product("metronome").get()
         let run = try ChildProcess.run(executable, arguments + ["--json"], timeout: 240)
         #expect(run.status == 0, "stderr: \(run.stderr.suffix(2000))")
@@ -177,15 +178,23 @@ struct CLISmokeTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(5)))
-    func scaleMeasuresNIOAndSleepingTasksAtEachArmedCount() throws {
+    /// Runs `metronome scale` with the armed-count table's options, and its timers table
+    /// small; returns the whole report and the armed-count table's rows.
+    private func armedCountTable(
+        armed: String, armedOperations: String, timeLimit: String
+    ) throws -> (report: Envelope, rows: [[String: Any]]) {
         let report = try self.envelope(
             [
-                "scale", "--timers", "2000", "--gcd-timers", "200", "--operations", "2000", "--armed", "100,1000",
-                "--armed-operations", "2000", "--time-limit", "600",
+                "scale", "--timers", "1000", "--gcd-timers", "100", "--operations", "1000", "--armed", armed,
+                "--armed-operations", armedOperations, "--time-limit", timeLimit,
             ], command: "scale")
+        return (report, report.results.filter { $0["armed"] != nil })
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func scaleMeasuresNIOAndSleepingTasksAtEachArmedCount() throws {
+        let (report, rows) = try self.armedCountTable(armed: "100,1000", armedOperations: "2000", timeLimit: "600")
         #expect(report.config["armed"] as? [Int] == [100, 1000])
-        let rows = report.results.filter { $0["armed"] != nil }
         let backends = ["nio-loop", "nio-thread", "nio-loop", "nio-thread", "task-sleep", "task-sleep"]
         #expect(rows.map { $0["backend"] as? String } == backends)
         #expect(rows.map { $0["armed"] as? Int } == [100, 100, 1000, 1000, 100, 1000])
@@ -203,12 +212,7 @@ struct CLISmokeTests {
     @Test(.timeLimit(.minutes(5)))
     func scaleReportsARunPastItsTimeLimitAsNotFinished() throws {
         // A hundred million pairs cannot be done in a millisecond.
-        let report = try self.envelope(
-            [
-                "scale", "--timers", "1000", "--gcd-timers", "100", "--operations", "1000", "--armed", "1000",
-                "--armed-operations", "100000000", "--time-limit", "0.001",
-            ], command: "scale")
-        let rows = report.results.filter { $0["armed"] != nil }
+        let (_, rows) = try self.armedCountTable(armed: "1000", armedOperations: "100000000", timeLimit: "0.001")
         #expect(rows.map { $0["backend"] as? String } == ["nio-loop", "nio-thread", "task-sleep"])
         for row in rows {
             #expect(row["finished"] as? Bool == false, "\(row)")
