@@ -107,6 +107,8 @@ let package = Package(
             name: "MetronomeCLITests",
             dependencies: [rootProduct("_MetronomeTestSupport")]
         ),
+        // A timer whose handlers run on a real NIO event loop.
+        .testTarget(name: "EventLoopDeliveryTests", dependencies: [rootProduct("Metronome")] + nio),
         .testTarget(
             name: "EngineClockAsyncAlgorithmsTests",
             dependencies: [

@@ -33,8 +33,9 @@ final class BackendFiring: TimerFiring {
             return armings.lastID
         }
         let target = WeakTimer(core: receiver)
-        let handle = self.timerBackend.arm(schedule, clock: clock, queue: receiver.queue) { tick in
-            target.core?.receive(tick.on(clock), from: id)
+        let queue = receiver.delivery?.queue
+        let handle = self.timerBackend.arm(schedule, clock: clock, queue: queue) { tick in
+            target.core?.receive(tick.on(clock), from: id, firedOnQueue: queue != nil)
         }
         // A backend says only that it can arm no more, as an engine that was shut down.
         guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }

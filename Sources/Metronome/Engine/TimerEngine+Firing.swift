@@ -53,8 +53,8 @@ extension TimerEngine: TimerFiring {
     }
 }
 
-/// On the firing thread: hands the firing to its receiver, on the receiver's queue if it
-/// has one.
+/// On the firing thread: hands the firing to its receiver, which runs it here or hands it
+/// to its queue or executor.
 let deliverFiring: mtr_fire_fn = { context, raw in
     let firing = raw.pointee
     Unmanaged<TimerCore>.fromOpaque(context!)._withUnsafeGuaranteedRef { receiver in
@@ -65,11 +65,7 @@ let deliverFiring: mtr_fire_fn = { context, raw in
             missed: Int(clamping: firing.missed),
             sequence: firing.sequence
         )
-        if receiver.queue == nil {
-            receiver.receive(tick, from: firing.timer)
-        } else {
-            receiver.enqueue(tick, from: firing.timer)
-        }
+        receiver.receive(tick, from: firing.timer, firedOnQueue: false)
     }
 }
 

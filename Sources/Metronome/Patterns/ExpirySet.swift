@@ -181,7 +181,7 @@ final class ExpirySet<Value: Sendable>: Sendable {
             slots.values[index].head = entry.toOpaque()
             return
         }
-        let timer = TimerCore.make(queue: nil, firing: self.firing, clock: .monotonic)
+        let timer = TimerCore.make(delivery: nil, firing: self.firing, clock: .monotonic)
         // The timer's identity, not the timer: its handler must not keep it.
         let id = ObjectIdentifier(timer)
         let armed = TimerSchedule(deadlineNanoseconds: slot).flatMap { schedule in

@@ -95,7 +95,53 @@ public final class SafeDispatchTimer: Sendable {
     ///   - backend: What fires the timer; the shared engine by default.
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
-        self.core = TimerCore.make(queue: queue, firing: backend.firing, clock: clock)
+        self.core = TimerCore.make(delivery: queue.map { .queue($0) }, firing: backend.firing, clock: clock)
+        self.clock = clock
+    }
+
+    /// Creates an idle timer whose handlers run isolated to `executor`: a NIO event loop's
+    /// (`eventLoop.executor`) or any other serial executor.
+    ///
+    /// The guarantees of a queue hold: one handler at a time, a firing that comes while one
+    /// runs merged into the latest, ``cancelAndWait()`` waiting for the one running. Each
+    /// delivery is a task on the executor.
+    ///
+    /// - Parameters:
+    ///   - executor: Where the handlers run; the timer keeps it.
+    ///   - backend: What fires the timer; the shared engine by default.
+    ///   - clock: The clock deadlines are measured on.
+    public init(executor: any SerialExecutor, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
+        let delivery = HandlerDelivery.executor(ExecutorIsolation(executor: executor))
+        self.core = TimerCore.make(delivery: delivery, firing: backend.firing, clock: clock)
+        self.clock = clock
+    }
+
+    /// Creates an idle timer whose handlers run isolated to `actor`, with the guarantees of
+    /// ``init(executor:backend:clock:)``: reach the actor's state with `assumeIsolated`.
+    ///
+    /// The timer holds the actor weakly, so an actor may own its timer; once the actor is
+    /// gone, its handlers run on a global queue, where a weak reference to it is empty.
+    ///
+    /// ```swift
+    /// actor Poller {
+    ///     private var polls = 0
+    ///     private lazy var timer = SafeDispatchTimer(isolatedTo: self)
+    ///
+    ///     func start() {
+    ///         self.timer.schedule(after: .seconds(1), every: .seconds(1)) { [unowned self] in
+    ///             self.assumeIsolated { $0.polls += 1 }
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - actor: Whose executor runs the handlers.
+    ///   - backend: What fires the timer; the shared engine by default.
+    ///   - clock: The clock deadlines are measured on.
+    public init(isolatedTo actor: some Actor, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
+        let delivery = HandlerDelivery.executor(ExecutorIsolation(actor: actor))
+        self.core = TimerCore.make(delivery: delivery, firing: backend.firing, clock: clock)
         self.clock = clock
     }
 

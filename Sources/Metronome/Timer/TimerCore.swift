@@ -12,16 +12,16 @@ internal import CMetronome
 /// this one object. No `ManagedBuffer` can be `Sendable`, so its holders say with
 /// `nonisolated(unsafe)` that it is safe from any thread: its mutable state is behind its lock.
 final class TimerCore: LockedBuffer<TimerCoreContents> {
-    static func make(queue: DispatchQueue?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
+    static func make(delivery: HandlerDelivery?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
         // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
         mtr_fork_watch()
-        return Self.make(TimerCoreContents(queue: queue, clock: clock, state: TimerState(firing: firing)))
+        return Self.make(TimerCoreContents(delivery: delivery, clock: clock, state: TimerState(firing: firing)))
     }
 
     // Set once at creation: read without the lock, where they lie.
     var firing: any TimerFiring { unsafeAddress { self.contents(\.state.firing) } }
     var clock: TimerClock { unsafeAddress { self.contents(\.clock) } }
-    var queue: DispatchQueue? { unsafeAddress { self.contents(\.queue) } }
+    var delivery: HandlerDelivery? { unsafeAddress { self.contents(\.delivery) } }
 
     @inline(__always) private func contents<Part>(_ part: KeyPath<TimerCoreContents, Part>) -> UnsafePointer<Part> {
         UnsafePointer(self.withUnsafeMutablePointerToHeader { $0.pointer(to: part)! })
@@ -238,19 +238,25 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
         if let arming { self.firing.retire(arming) }
     }
 
-    /// A firing of `arming`, on the timer's queue (or the seam's thread without one).
-    func receive(_ tick: Tick, from arming: UInt64) {
-        self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false)
+    /// A firing of `arming` where the seam fired it: run here when that is where the
+    /// handler runs (the firing thread, or the queue a backend fired on), handed to the
+    /// delivery otherwise.
+    func receive(_ tick: Tick, from arming: UInt64, firedOnQueue: Bool) {
+        switch self.delivery {
+        case nil: self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false)
+        case .queue where firedOnQueue: self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false)
+        case .queue, .executor: self.enqueue(tick, from: arming)
+        }
     }
 
-    /// A firing of `arming` on the engine's firing thread, for a timer with a queue: it goes
-    /// to the queue unless one of this timer's is on its way or running, and then waits.
-    func enqueue(_ tick: Tick, from arming: UInt64) {
+    /// A firing of `arming` for a timer with a delivery: it goes there unless one of this
+    /// timer's is on its way or running, and then waits.
+    private func enqueue(_ tick: Tick, from arming: UInt64) {
         let firing = TimerState.Firing(tick: tick, arming: arming)
         let fork = mtr_fork_generation()
         guard self.withLockedStorage({ $0.admit(firing, inFork: fork) }) else { return }
         nonisolated(unsafe) let core = self
-        self.queue?.async { core.deliver(firing, admitted: true) }
+        self.delivery?.async { core.deliver(firing, admitted: true) }
     }
 
     /// Runs `firing` (admitting it first unless `admitted` on its way to the queue), then
@@ -263,7 +269,7 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     /// Runs the handler if the firing is the current arming's.
     private func deliver(_ firing: TimerState.Firing, admitted: Bool) {
         let fork = mtr_fork_generation()
-        let queue = admitted ? self.queue : nil
+        let delivery = admitted ? self.delivery : nil
         var next: TimerState.Firing? = firing
         var admitted = admitted
         while let firing = next {
@@ -285,9 +291,9 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
             }
             admitted = true
             if running != nil { next = self.run(&running, firing.tick, inFork: fork) }
-            if let following = next, let queue {
+            if let following = next, let delivery {
                 nonisolated(unsafe) let core = self
-                queue.async { core.deliver(following, admitted: true) }
+                delivery.async { core.deliver(following, admitted: true) }
                 return
             }
         }

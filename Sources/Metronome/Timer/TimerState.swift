@@ -1,9 +1,9 @@
 @preconcurrency import Dispatch
 
-/// What a ``TimerCore`` holds: the backend, queue and clock it was made with, read without
-/// the lock, and its state, reached only under it.
+/// What a ``TimerCore`` holds: the delivery and clock it was made with, read without the
+/// lock, and its state, reached only under it.
 struct TimerCoreContents {
-    let queue: DispatchQueue?
+    let delivery: HandlerDelivery?
     let clock: TimerClock
     var state: TimerState
 }

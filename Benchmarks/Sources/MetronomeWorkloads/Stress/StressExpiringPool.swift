@@ -120,7 +120,7 @@ final class StressExpiringPool: StressSubject {
         }
         let ledger = self.ledger
         let value = ExpiringValue(
-            StressSession(id: id, live: self.live), lifetime: .nanoseconds(lifetime), engine: self.engine
+            StressSession(id: id, live: self.live), lifetime: .nanoseconds(lifetime), backend: .engine(self.engine)
         ) {
             session in
             let now = MonotonicTime.now()

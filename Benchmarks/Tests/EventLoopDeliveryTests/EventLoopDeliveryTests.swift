@@ -1,0 +1,41 @@
+import Metronome
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+/// A timer delivering on a real NIO event loop: its handlers run on the loop, one at a time,
+/// and none starts after the cancel returns.
+@Suite
+struct EventLoopDeliveryTests {
+    @Test(.timeLimit(.minutes(1)))
+    func handlersRunOnTheEventLoopAndStopAfterCancel() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let timer = SafeDispatchTimer(executor: loop.executor)
+        let fired = Atomic<Int>(0)
+        let offLoop = Atomic<Int>(0)
+        let running = Atomic<Int>(0)
+        let overlaps = Atomic<Int>(0)
+        let scheduled = timer.schedule(after: .zero, every: .milliseconds(1)) {
+            if running.add(1, ordering: .acquiringAndReleasing).newValue > 1 { overlaps.add(1, ordering: .relaxed) }
+            if !loop.inEventLoop { offLoop.add(1, ordering: .relaxed) }
+            loop.preconditionInEventLoop()
+            running.subtract(1, ordering: .acquiringAndReleasing)
+            fired.add(1, ordering: .relaxed)
+        }
+        #expect(scheduled)
+        while fired.load(ordering: .relaxed) < 20 { try await Task.sleep(for: .milliseconds(1)) }
+        await timer.cancelAndAwaitHandlers()
+        let stopped = fired.load(ordering: .relaxed)
+        // A handler started after the cancel would show on the loop: let it run a while.
+        try await loop.submit {}.get()
+        try await Task.sleep(for: .milliseconds(20))
+        let after = fired.load(ordering: .relaxed)
+        #expect(after == stopped)
+        let (strays, overlapped) = (offLoop.load(ordering: .relaxed), overlaps.load(ordering: .relaxed))
+        #expect(strays == 0)
+        #expect(overlapped == 0)
+        try await group.shutdownGracefully()
+    }
+}
