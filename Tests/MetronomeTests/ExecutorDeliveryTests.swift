@@ -104,14 +104,19 @@ struct ExecutorDeliveryTests {
         }
         #expect(scheduled)
         #expect(await eventually(timeout: .seconds(30)) { entered.load(ordering: .acquiring) })
-        let waiter = try PosixThread.spawn { timer.cancelAndWait() }
-        release.open()
-        await withCheckedContinuation { continuation in
-            _ = try? PosixThread.spawn {
-                waiter.join()
-                continuation.resume()
-            }
+        let returned = Atomic<Bool>(false)
+        let waiterID = Atomic<Int32>(0)
+        let waiter = try PosixThread.spawn {
+            waiterID.store(KernelThread.currentID(), ordering: .releasing)
+            timer.cancelAndWait()
+            returned.store(true, ordering: .releasing)
         }
+        // Released once the waiter sleeps: blocked in the wait for the handler.
+        #expect(
+            await eventually(timeout: .seconds(30)) { KernelThread.isSleeping(waiterID.load(ordering: .acquiring)) })
+        release.open()
+        #expect(await eventually(timeout: .seconds(30)) { returned.load(ordering: .acquiring) })
+        waiter.join()
         let handlerFinished = finished.load(ordering: .acquiring)
         #expect(handlerFinished, "cancelAndWait returned while the handler ran")
     }
