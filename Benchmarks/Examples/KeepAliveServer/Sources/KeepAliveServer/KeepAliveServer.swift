@@ -1,0 +1,47 @@
+import Glibc
+import NIOCore
+import NIOPosix
+
+/// Serves until SIGTERM or SIGINT, then closes every connection and prints its counters as
+/// one JSON line. Its first line of output, also JSON, says it is listening and where.
+@main
+enum KeepAliveServer {
+    static func main() async throws {
+        let options: ServerOptions
+        do {
+            options = try ServerOptions.parse(CommandLine.arguments.dropFirst())
+        } catch {
+            emit("keepalive-server: \(error)\n\(ServerOptions.usage)", to: STDERR_FILENO)
+            exit(64)
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: options.threads)
+        let counters = ServerCounters()
+        let timers: any ServerTimers =
+            switch options.timers {
+            case .metronome: try MetronomeTimers(idleTimeout: options.idleTimeout, counters: counters)
+            case .nio: NIOTimers(idleTimeout: options.idleTimeout, counters: counters, flushLoop: group.next())
+            }
+        let listener = try await HTTPListener.bind(options, on: group, timers: timers)
+        let responder = Responder(deadline: options.deadline, timers: timers, counters: counters)
+        timers.startFlushing(every: options.flushInterval, counters.flush)
+        let port = listener.channel.localAddress?.port ?? options.port
+        emit("{\"listening\":\(port),\"timers\":\"\(options.timers.rawValue)\"}")
+
+        let serving = Task {
+            try await listener.serve(with: ConnectionServer(responder: responder), counters: counters)
+        }
+        _ = await ShutdownSignal.wait()
+        serving.cancel()
+        try? await serving.value
+        let facts = await timers.stop()
+        emit(counters.json(adding: facts))
+        try await group.shutdownGracefully()
+    }
+
+    /// Writes `line` at once: the driver reads stdout through a pipe, where `print` would
+    /// hold it in a buffer.
+    private static func emit(_ line: String, to descriptor: Int32 = STDOUT_FILENO) {
+        var text = line + "\n"
+        text.withUTF8 { bytes in _ = write(descriptor, bytes.baseAddress, bytes.count) }
+    }
+}
