@@ -2,38 +2,33 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-typealias HTTPListener = NIOAsyncChannel<HTTPConnection, Never>
-
-extension HTTPListener {
-    /// Binds the server's socket; each accepted connection gets the idle timeout of
+/// The server's listening socket.
+enum HTTPListener {
+    /// Binds the listening socket. Each accepted connection gets the idle timeout of
     /// `timers` before the HTTP codec, so that every read of its bytes resets it.
-    static func bind(_ options: ServerOptions, on group: MultiThreadedEventLoopGroup, timers: any ServerTimers)
-        async throws -> HTTPListener
-    {
-        try await ServerBootstrap(group: group)
+    static func bind(
+        _ options: ServerOptions,
+        on group: MultiThreadedEventLoopGroup,
+        timers: any ServerTimers,
+        responder: Responder,
+        connections: OpenConnections
+    ) async throws -> any Channel {
+        let counters = responder.counters
+        return try await ServerBootstrap(group: group)
             // Ten thousand clients connect at once; the kernel caps this at somaxconn.
             .serverChannelOption(.backlog, value: 65_535)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .bind(host: options.host, port: options.port) { channel in
+            .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    counters.connectionsAccepted.add(1, ordering: .relaxed)
+                    connections.add(channel)
                     try timers.addIdleTimeout(to: channel)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    return try HTTPConnection(wrappingChannelSynchronously: channel)
+                    try channel.pipeline.syncOperations.addHandler(HTTPHandler(responder: responder))
                 }
             }
-    }
-
-    /// Accepts and serves connections until the calling task is cancelled; then every
-    /// connection's serving task is cancelled too, and each closes its connection.
-    func serve(with server: ConnectionServer, counters: ServerCounters) async throws {
-        try await withThrowingDiscardingTaskGroup { group in
-            try await self.executeThenClose { connections in
-                for try await connection in connections {
-                    counters.connectionsAccepted.add(1, ordering: .relaxed)
-                    group.addTask { await server.serve(connection) }
-                }
-            }
-        }
+            .bind(host: options.host, port: options.port)
+            .get()
     }
 }

@@ -21,18 +21,26 @@ enum KeepAliveServer {
             case .metronome: try MetronomeTimers(idleTimeout: options.idleTimeout, counters: counters)
             case .nio: NIOTimers(idleTimeout: options.idleTimeout, counters: counters, flushLoop: group.next())
             }
-        let listener = try await HTTPListener.bind(options, on: group, timers: timers)
         let responder = Responder(deadline: options.deadline, timers: timers, counters: counters)
+        let connections = OpenConnections()
+        let listener = try await HTTPListener.bind(
+            options,
+            on: group,
+            timers: timers,
+            responder: responder,
+            connections: connections
+        )
         timers.startFlushing(every: options.flushInterval, counters.flush)
-        let port = listener.channel.localAddress?.port ?? options.port
+        let port = listener.localAddress?.port ?? options.port
         emit("{\"listening\":\(port),\"timers\":\"\(options.timers.rawValue)\"}")
 
-        let serving = Task {
-            try await listener.serve(with: ConnectionServer(responder: responder), counters: counters)
-        }
         _ = await ShutdownSignal.wait()
-        serving.cancel()
-        try? await serving.value
+        try await listener.close()
+        await connections.closeAll()
+        // An answer still being computed holds its deadline's timer until its work ends.
+        while counters.requestsInFlight.load(ordering: .relaxed) > 0 {
+            try await Task.sleep(for: .milliseconds(1))
+        }
         let facts = await timers.stop()
         emit(counters.json(adding: facts))
         try await group.shutdownGracefully()

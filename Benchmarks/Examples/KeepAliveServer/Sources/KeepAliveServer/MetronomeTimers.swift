@@ -35,6 +35,8 @@ final class MetronomeTimers: ServerTimers {
         await self.flushTimer.cancelAndAwaitHandlers()
         // Every connection is closed by now, so every idle timeout and deadline was
         // disarmed: what is still armed leaked.
-        return ["timers": "\"metronome\"", "engine_armed": "\(self.engine.counters.armed)"]
+        let armed = self.engine.counters.armed
+        self.engine.shutdown()
+        return ["timers": "\"metronome\"", "engine_armed": "\(armed)"]
     }
 }

@@ -4,11 +4,13 @@ import NIOHTTP1
 /// What the server answers: `GET /stats` gives the counters, any other path a small body
 /// computed under the request deadline.
 struct Responder: Sendable {
+    typealias Answer = (status: HTTPResponseStatus, body: String)
+
     let deadline: Duration
     let timers: any ServerTimers
     let counters: ServerCounters
 
-    func respond(to request: HTTPRequestHead, on loop: any EventLoop) async -> (HTTPResponseStatus, String) {
+    func respond(to request: HTTPRequestHead, on loop: any EventLoop) async -> Answer {
         if request.uri == "/stats" { return (.ok, self.counters.json() + "\n") }
         let uri = request.uri
         do {

@@ -7,6 +7,8 @@ final class ServerCounters: Sendable {
     let idleClosed = Atomic<Int>(0)
     let deadlinesExceeded = Atomic<Int>(0)
     let flushes = Atomic<Int>(0)
+    /// Requests whose work has started and whose answer is not written yet.
+    let requestsInFlight = Atomic<Int>(0)
     /// The answered count at the last flush, so a flush can export the interval's rate.
     private let answeredAtFlush = Atomic<Int>(0)
     private let answeredLastInterval = Atomic<Int>(0)
