@@ -6,7 +6,7 @@ loopback, opens the idle clients (one request each, then silence), runs wrk with
 open connections, waits for the server to close the idle clients, stops the server with
 SIGTERM and reads its final counters. It prints one row per run: requests per second,
 p50/p99 latency, the server's CPU per request and resident memory, and what the idle
-timeouts did. `--smoke` asserts behaviour only (no performance threshold) and exits 1 on a
+timeouts did; with several rounds, then the median of each build's rows. `--smoke` asserts behaviour only (no performance threshold) and exits 1 on a
 violation: every request answered, each idle client closed by its timeout and not before,
 and no engine timer armed at exit.
 """
@@ -18,6 +18,7 @@ import os
 import platform
 import resource
 import signal
+import statistics
 import sys
 
 # The helper module sits beside this script: no bytecode cache in the source tree.
@@ -37,14 +38,17 @@ def arguments():
     parser.add_argument("--idle", type=int, help="idle clients per run")
     parser.add_argument("--idle-timeout-ms", type=int)
     parser.add_argument("--deadline-ms", type=int)
+    parser.add_argument("--rounds", type=int, help="runs of each build per connection count")
     parser.add_argument("--wrk-threads", type=int, default=2)
     options = parser.parse_args()
-    # Smoke: seconds and a few hundred connections; a deadline long enough that a stalled
-    # VM cannot turn a request into a 503.
+    # Smoke: seconds and a few hundred connections; an idle timeout and a deadline long
+    # enough that a stalled VM neither closes a connection waiting for its answer nor turns
+    # a request into a 503.
     defaults = (
-        dict(builds="metronome", connections="200", duration=3, idle=50, idle_timeout_ms=2000, deadline_ms=10000)
+        dict(builds="metronome", connections="200", rounds=1, duration=3, idle=50, idle_timeout_ms=5000,
+             deadline_ms=10000)
         if options.smoke
-        else dict(builds="nio,metronome", connections="1000,10000", duration=10, idle=100, idle_timeout_ms=3000,
+        else dict(builds="nio,metronome", connections="1000,10000", rounds=3, duration=10, idle=100, idle_timeout_ms=3000,
                   deadline_ms=1000)
     )
     for name, value in defaults.items():
@@ -161,8 +165,7 @@ def violations(row):
 
 
 HEADER = ("build      connections  requests/s  p50 ms  p99 ms  CPU µs/req  VmHWM MB  VmRSS MB  accept overflows  "
-          "wrk errors c/r/w/s/t  "
-          "deadline 503s  idle left  idle closed  closed early  min close ms  armed at exit")
+          "wrk errors c/r/w/s/t  deadline 503s  idle left  idle closed  closed early  min close ms  armed at exit")
 
 
 def format_row(row):
@@ -174,25 +177,52 @@ def format_row(row):
             f"{server.get('engine_armed', '-')!s:>14}")
 
 
+MEDIAN_HEADER = "build      connections  rounds  requests/s  p50 ms  p99 ms  CPU µs/req  VmHWM MB  VmRSS MB"
+
+
+def format_median(build, connections, rows):
+    def median(key):
+        return statistics.median(row[key] for row in rows)
+    return (f"{build:<10} {connections:>11} {len(rows):>7} {median('requests_per_s'):>11.0f} {median('p50_ms'):>7.2f} "
+            f"{median('p99_ms'):>7.2f} {median('cpu_us_per_request'):>11.1f} {median('peak_mb'):>9.1f} "
+            f"{median('resident_mb'):>9.1f}")
+
+
 async def main():
     options = arguments()
     limit = raise_descriptor_limit()
     print(f"kernel {platform.release()}, {os.cpu_count()} CPUs, descriptor limit {limit}")
     print(f"wrk -t{options.wrk_threads} -d{options.duration}s --latency on 127.0.0.1; {options.idle} idle clients "
-          f"per run; idle timeout {options.idle_timeout_ms} ms; request deadline {options.deadline_ms} ms")
+          f"per run; idle timeout {options.idle_timeout_ms} ms; request deadline {options.deadline_ms} ms"
+          + (f"; {options.rounds} rounds, builds alternating" if options.rounds > 1 else ""))
     print(HEADER)
     failed = False
+    results = {}
     for connections in options.connections:
-        for build in options.builds:
-            row = await run_once(build, connections, options)
-            print(format_row(row), flush=True)
-            found = violations(row)
-            # A smoke run also needs every wrk request answered with a 200.
-            if options.smoke and (row["wrk_errors"] != "0/0/0/0/0" or row["server"]["deadlines_exceeded"]):
-                found.append(f"wrk errors {row['wrk_errors']}, deadlines exceeded {row['server']['deadlines_exceeded']}")
-            for violation in found:
-                print(f"  VIOLATION ({build}, {connections}): {violation}", flush=True)
-            failed = failed or bool(found)
+        for round in range(options.rounds):
+            # Each build goes first in every other round, so a drift of the shared host
+            # does not favour one of them.
+            for build in options.builds if round % 2 == 0 else reversed(options.builds):
+                row = await run_once(build, connections, options)
+                results.setdefault((build, connections), []).append(row)
+                print(format_row(row), flush=True)
+                found = violations(row)
+                # A smoke run also needs every wrk request answered with a 200.
+                if options.smoke and (row["wrk_errors"] != "0/0/0/0/0" or row["server"]["deadlines_exceeded"]):
+                    found.append(
+                        f"wrk errors {row['wrk_errors']}, deadlines exceeded {row['server']['deadlines_exceeded']}")
+                for violation in found:
+                    print(f"  VIOLATION ({build}, {connections}): {violation}", flush=True)
+                failed = failed or bool(found)
+    if options.rounds > 1:
+        print()
+        print(MEDIAN_HEADER)
+        for connections in options.connections:
+            for build in options.builds:
+                print(format_median(build, connections, results[(build, connections)]))
+    if options.smoke and not failed:
+        print("smoke-server: every request answered, every idle connection closed by its timeout and none "
+              "before, no timer armed at exit")
     return 1 if failed else 0
 
 

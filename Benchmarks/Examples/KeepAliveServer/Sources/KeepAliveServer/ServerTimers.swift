@@ -7,8 +7,8 @@ protocol ServerTimers: Sendable {
     /// (and counts that in `idleClosed`). Called on the channel's event loop.
     func addIdleTimeout(to channel: any Channel) throws
 
-    /// Waits `timeout` on a request's behalf: the timer that bounds its work. Throws
-    /// `CancellationError` when the work finished first.
+    /// Waits `timeout` on a request's behalf: the timer that bounds its work. Cancelling
+    /// the calling task (the work finished first) disarms the timer and throws.
     func sleep(for timeout: Duration, on loop: any EventLoop) async throws
 
     /// Calls `flush` every `interval` until ``stop()``.
