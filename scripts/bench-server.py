@@ -165,14 +165,15 @@ def violations(row):
 
 
 HEADER = ("build      connections  requests/s  p50 ms  p99 ms  CPU µs/req  VmHWM MB  VmRSS MB  accept overflows  "
-          "wrk errors c/r/w/s/t  deadline 503s  idle left  idle closed  closed early  min close ms  armed at exit")
+          "wrk errors c/r/w/s/t  accepted  deadline 503s  idle left  idle closed  closed early  min close ms  armed at exit")
 
 
 def format_row(row):
     server = row["server"]
     return (f"{row['build']:<10} {row['connections']:>11} {row['requests_per_s']:>11.0f} {row['p50_ms']:>7.2f} "
             f"{row['p99_ms']:>7.2f} {row['cpu_us_per_request']:>11.1f} {row['peak_mb']:>9.1f} {row['resident_mb']:>9.1f} "
-            f"{row['overflows']:>17} {row['wrk_errors']:>21} {server['deadlines_exceeded']:>14} {row['idle_left']:>10} "
+            f"{row['overflows']:>17} {row['wrk_errors']:>21} {server['connections_accepted']:>9} "
+            f"{server['deadlines_exceeded']:>14} {row['idle_left']:>10} "
             f"{server['idle_closed']:>12} {row['idle_early']:>13} {row['idle_min_close_ms']!s:>13} "
             f"{server.get('engine_armed', '-')!s:>14}")
 
@@ -191,7 +192,8 @@ def format_median(build, connections, rows):
 async def main():
     options = arguments()
     limit = raise_descriptor_limit()
-    print(f"kernel {platform.release()}, {os.cpu_count()} CPUs, descriptor limit {limit}")
+    print(f"kernel {platform.release()}, {os.cpu_count()} CPUs, descriptor limit {limit}, "
+          f"load average {os.getloadavg()[0]:.2f} at the start")
     print(f"wrk -t{options.wrk_threads} -d{options.duration}s --latency on 127.0.0.1; {options.idle} idle clients "
           f"per run; idle timeout {options.idle_timeout_ms} ms; request deadline {options.deadline_ms} ms"
           + (f"; {options.rounds} rounds, builds alternating" if options.rounds > 1 else ""))

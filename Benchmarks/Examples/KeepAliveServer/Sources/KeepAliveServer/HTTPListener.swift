@@ -18,6 +18,9 @@ enum HTTPListener {
             // Ten thousand clients connect at once; the kernel caps this at somaxconn.
             .serverChannelOption(.backlog, value: 65_535)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // NIO accepts 4 connections per loop iteration by default: with thousands of
+            // connections busy on the same loop, a client would wait seconds to be accepted.
+            .serverChannelOption(.maxMessagesPerRead, value: 256)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
