@@ -5,7 +5,7 @@ import NIOCore
 /// request deadlines sleeping on `EngineClock`, and a repeating `SafeDispatchTimer` flush.
 final class MetronomeTimers: ServerTimers {
     /// Its own engine rather than `.shared`, so that its counters are this server's alone.
-    let engine: TimerEngine
+    private let engine: TimerEngine
     private let idleTimeout: Duration
     private let counters: ServerCounters
     private let flushTimer: SafeDispatchTimer

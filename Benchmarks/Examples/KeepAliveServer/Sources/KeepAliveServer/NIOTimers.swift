@@ -39,11 +39,11 @@ final class NIOTimers: ServerTimers {
     }
 
     func stop() async -> KeyValuePairs<String, String> {
-        let task = self.flushTask.withLockedValue { $0 }
-        let stopped = self.flushLoop.makePromise(of: Void.self)
-        task?.cancel(promise: stopped)
-        if task == nil { stopped.succeed() }
-        try? await stopped.futureResult.get()
+        if let task = self.flushTask.withLockedValue({ $0 }) {
+            let stopped = self.flushLoop.makePromise(of: Void.self)
+            task.cancel(promise: stopped)
+            try? await stopped.futureResult.get()
+        }
         return ["timers": "\"nio\""]
     }
 }
