@@ -35,8 +35,11 @@ final class MetronomeTimers: ServerTimers {
         await self.flushTimer.cancelAndAwaitHandlers()
         // Every connection is closed by now, so every idle timeout and deadline was
         // disarmed: what is still armed leaked.
-        let armed = self.engine.counters.armed
+        let counters = self.engine.counters
         self.engine.shutdown()
-        return ["timers": "\"metronome\"", "engine_armed": "\(armed)"]
+        return [
+            "timers": "\"metronome\"", "engine_armed": "\(counters.armed)", "engine_wakeups": "\(counters.wakeups)",
+            "engine_fired": "\(counters.fired)",
+        ]
     }
 }
