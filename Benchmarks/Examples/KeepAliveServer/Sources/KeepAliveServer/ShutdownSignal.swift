@@ -8,7 +8,7 @@ enum ShutdownSignal {
     static func wait() async -> Int32 {
         let (arrivals, continuation) = AsyncStream.makeStream(of: Int32.self)
         let sources = [SIGTERM, SIGINT].map { number in
-            // Ignored by default action, delivered to the source instead.
+            // Their default action ends the process at once; the source receives them instead.
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { continuation.yield(number) }
