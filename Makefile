@@ -12,7 +12,7 @@ CLI        := $(TOOLS)/.build/release/metronome
 ARGS       ?=
 UBSAN_DIR  := $(shell dirname $$(clang -print-file-name=libclang_rt.ubsan_standalone-x86_64.so 2>/dev/null) 2>/dev/null)
 
-.PHONY: deps build test test-tsan test-asan test-ubsan-c check-aarch64 jitter coalesce scale stress stress-ci bench plot format lint docs
+.PHONY: deps build test test-tsan test-asan test-ubsan-c check-aarch64 jitter coalesce scale stress stress-ci bench bench-server smoke-server wrk plot format lint docs
 
 deps:
 	@pkg-config --exists libevent || { \
@@ -79,6 +79,28 @@ stress: deps
 stress-ci: deps
 	$(RELEASE)
 	$(CLI) stress --duration 20 $(ARGS)
+
+# The example server (Benchmarks/Examples/KeepAliveServer) under wrk, on Metronome's timers
+# and on NIO's own: scripts/bench-server.py starts it on loopback per build and connection
+# count and prints one row per run. `ARGS="--duration 30"` and the like pass options.
+SERVER     := Benchmarks/Examples/KeepAliveServer
+SERVER_BIN  = $(SERVER)/.build/$(1)/keepalive-server
+
+wrk:
+	@command -v wrk >/dev/null || { \
+		echo "metronome: installing wrk (Debian's package)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+
+bench-server: deps wrk
+	$(SWIFT) build -c release $(CWARNINGS) --package-path $(SERVER)
+	python3 scripts/bench-server.py --binary $(call SERVER_BIN,release) $(ARGS)
+
+# CI: a few seconds and a few hundred connections on the Metronome build, asserting
+# behaviour only (every request answered, idle connections closed by their timeout and not
+# before, no timer armed at exit), so a slow or noisy machine cannot fail it.
+smoke-server: deps wrk
+	$(SWIFT) build $(CWARNINGS) --package-path $(SERVER)
+	python3 scripts/bench-server.py --smoke --binary $(call SERVER_BIN,debug) $(ARGS)
 
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark $(ARGS)
