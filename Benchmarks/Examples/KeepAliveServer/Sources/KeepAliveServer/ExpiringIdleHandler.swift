@@ -46,7 +46,7 @@ final class ExpiringIdleHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private func startLifetime(on loop: any EventLoop) {
         let handler = NIOLoopBound(self, eventLoop: loop)
-        self.idleness = ExpiringValue(handler, lifetime: self.lifetime, engine: self.engine) { handler in
+        self.idleness = ExpiringValue(handler, lifetime: self.lifetime, backend: .engine(self.engine)) { handler in
             loop.execute { handler.value.closeIfStillIdle() }
         }
     }

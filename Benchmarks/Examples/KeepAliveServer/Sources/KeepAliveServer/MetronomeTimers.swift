@@ -23,7 +23,7 @@ final class MetronomeTimers: ServerTimers {
     }
 
     func sleep(for timeout: Duration, on loop: any EventLoop) async throws {
-        try await Task.sleep(for: timeout, clock: EngineClock(engine: self.engine))
+        try await Task.sleep(for: timeout, clock: EngineClock(backend: .engine(self.engine)))
     }
 
     func startFlushing(every interval: Duration, _ flush: @escaping @Sendable () -> Void) {
