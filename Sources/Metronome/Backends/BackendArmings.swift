@@ -100,6 +100,32 @@ final class BackendArmings: Sendable {
     }
 }
 
+/// A seam whose armings a ``BackendArmings`` keeps: a public backend's, or the engine's
+/// where it is compiled out.
+protocol BackendArmingsFiring: TimerFiring {
+    var armings: BackendArmings { get }
+}
+
+extension BackendArmingsFiring {
+    func now(_ clock: TimerClock) -> Int64 {
+        self.armings.timerBackend.now(clock)
+    }
+
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
+        throws(TimerError) -> UInt64
+    {
+        try self.armings.arm(schedule, clock: clock, for: receiver, replacing: previous)
+    }
+
+    func disarm(_ arming: UInt64) {
+        self.armings.disarm(arming)
+    }
+
+    func retire(_ arming: UInt64) {
+        self.armings.retire(arming)
+    }
+}
+
 /// A timer held weakly: what a backend keeps never keeps the timer alive, so dropping the
 /// timer cancels it. Unchecked as ``TimerCore`` is.
 private struct WeakTimer: @unchecked Sendable {

@@ -14,7 +14,7 @@ import Darwin
 /// checks it, but only GCD's own coalescing applies, and there is no real-time priority,
 /// CPU affinity, spin window or shard: ``threadReport`` refuses what was asked for, and of
 /// the counters only ``Counters/armed`` counts.
-extension TimerEngine: TimerFiring {
+extension TimerEngine: BackendArmingsFiring {
     /// The engine every timer uses unless told otherwise, created on first use.
     public static let shared = TimerEngine(checked: Configuration())
 
@@ -40,20 +40,6 @@ extension TimerEngine: TimerFiring {
     }
 
     var backend: SafeDispatchTimer.Backend { .engine(self) }
-
-    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
-        throws(TimerError) -> UInt64
-    {
-        try self.armings.arm(schedule, clock: clock, for: receiver, replacing: previous)
-    }
-
-    func disarm(_ arming: UInt64) {
-        self.armings.disarm(arming)
-    }
-
-    func retire(_ arming: UInt64) {
-        self.armings.retire(arming)
-    }
 
     var hasStopped: Bool {
         self.armings.isStopped
