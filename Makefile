@@ -12,7 +12,7 @@ CLI        := $(TOOLS)/.build/release/metronome
 ARGS       ?=
 UBSAN_DIR  := $(shell dirname $$(clang -print-file-name=libclang_rt.ubsan_standalone-x86_64.so 2>/dev/null) 2>/dev/null)
 
-.PHONY: deps build test test-tsan test-asan test-ubsan-c check-aarch64 jitter coalesce scale stress stress-ci bench bench-server smoke-server wrk plot format lint docs
+.PHONY: deps build test test-engineless test-tsan test-asan test-ubsan-c check-aarch64 jitter coalesce scale stress stress-ci bench bench-server smoke-server wrk plot format lint docs
 
 deps:
 	@pkg-config --exists libevent || { \
@@ -30,6 +30,13 @@ test: deps
 	$(SWIFT) test $(CWARNINGS)
 	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh
 	$(SWIFT) test $(CWARNINGS) --package-path $(TOOLS)
+
+# The suite with the engine compiled out (the trait `Engine` off, as where there is no
+# timerfd): the C core's own tests and the engine-only ones drop out, every other test runs
+# on the GCD stand-in for the engine. Then a client with the engine off links no libevent.
+test-engineless: deps
+	$(SWIFT) test $(CWARNINGS) --disable-default-traits --scratch-path .build-engineless
+	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh --engineless
 
 # The fork tests' children start an engine, hence a thread; ThreadSanitizer refuses threads
 # after a multi-threaded fork unless told otherwise.

@@ -1,16 +1,26 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-// The library needs only libevent and the toolchain. Its two package dependencies,
-// swift-log and swift-metrics, serve `MetronomeObservability` only and only under the
-// traits `Logging` and `Metrics`, which are off by default: a client that does not enable
-// them resolves neither. The CLI, its measurements and the micro-benchmarks live in
-// Benchmarks/, a package of their own that depends on this one by path (`make test` checks
-// a client's graph with scripts/check-client-dependencies.sh).
+// The library needs only libevent and the toolchain, and libevent only for the engine:
+// with the trait `Engine` (on by default on Linux) turned off, the C core is left out and
+// GCD fires every timer. Its two package dependencies, swift-log and swift-metrics, serve
+// `MetronomeObservability` only and only under the traits `Logging` and `Metrics`, which
+// are off by default: a client that does not enable them resolves neither. The CLI, its
+// measurements and the micro-benchmarks live in Benchmarks/, a package of their own that
+// depends on this one by path (`make test` checks a client's graph with
+// scripts/check-client-dependencies.sh).
 let strictSwift: [SwiftSetting] = [
     .treatAllWarnings(as: .error),
     .enableUpcomingFeature("ExistentialAny"),
 ]
+
+// The engine needs timerfd, which Linux alone has: elsewhere (a Mac, where teams develop)
+// the trait is off unless a client turns it on, and the library builds on GCD alone.
+#if os(Linux)
+let engineByDefault: Set<String> = ["Engine"]
+#else
+let engineByDefault: Set<String> = []
+#endif
 
 let package = Package(
     name: "Metronome",
@@ -32,6 +42,8 @@ let package = Package(
         .library(name: "_MetronomeTestSupport", targets: ["MetronomeTestSupport"]),
     ],
     traits: [
+        .trait(name: "Engine", description: "The C firing core over timerfd and libevent. Off, GCD fires every timer."),
+        .default(enabledTraits: engineByDefault),
         .trait(name: "Logging", description: "MetronomeObservability logs an engine's events through swift-log."),
         .trait(name: "Metrics", description: "MetronomeObservability exports an engine's counters through swift-metrics."),
     ],
@@ -52,7 +64,11 @@ let package = Package(
             path: "CSupport/CMetronome",
             cSettings: [.define("_GNU_SOURCE")]
         ),
-        .target(name: "Metronome", dependencies: ["CMetronome"], swiftSettings: strictSwift),
+        .target(
+            name: "Metronome",
+            dependencies: [.target(name: "CMetronome", condition: .when(traits: ["Engine"]))],
+            swiftSettings: strictSwift
+        ),
         .target(name: "MetronomeTesting", dependencies: ["Metronome"], swiftSettings: strictSwift),
         .target(
             name: "MetronomeObservability",
@@ -72,7 +88,10 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .target(name: "MetronomeTestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
-        .testTarget(name: "CMetronomeTests", dependencies: ["CMetronome", "MetronomeTestSupport"]),
+        .testTarget(
+            name: "CMetronomeTests",
+            dependencies: [.target(name: "CMetronome", condition: .when(traits: ["Engine"])), "MetronomeTestSupport"]
+        ),
         .testTarget(
             name: "MetronomeTests",
             dependencies: ["Metronome", "MetronomeTesting", "MetronomeTestSupport"]

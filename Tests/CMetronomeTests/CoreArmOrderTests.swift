@@ -1,3 +1,4 @@
+#if Engine
 // Arm order, which breaks ties between equal deadlines, never wraps and never has to be
 // renumbered: a shard aged by any realistic number of arms still fires equal deadlines in the
 // order they were armed, and ageing it past what 64 bits hold is refused.
@@ -46,3 +47,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // The burst batch: when a large share of the armed timers is due at once, the firing
 // thread takes them out of the heap in one pass, sorts them and drains them in order
 // (mtr_batch.c). A gate timer holds the firing thread until the whole burst is due, so
@@ -282,3 +283,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

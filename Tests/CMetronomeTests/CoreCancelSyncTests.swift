@@ -1,3 +1,4 @@
+#if Engine
 // cancel_sync against what a running callback may do while the caller waits for it: re-arm
 // or move its own timer, or destroy the engine. The caller is known to be waiting when its
 // thread sleeps (`/proc`), so each test reaches the interleaving it names on every run.
@@ -94,3 +95,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

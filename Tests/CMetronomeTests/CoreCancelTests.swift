@@ -1,3 +1,4 @@
+#if Engine
 // Cancel, cancel_sync and re-arm contracts of the C core on real time.
 import CMetronome
 import Glibc
@@ -229,3 +230,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

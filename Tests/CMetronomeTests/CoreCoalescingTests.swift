@@ -1,3 +1,4 @@
+#if Engine
 // Coalescing: timers with leeway share wake-ups, and each still fires inside its window.
 import CMetronome
 import Glibc
@@ -132,3 +133,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

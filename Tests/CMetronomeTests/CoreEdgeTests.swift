@@ -1,3 +1,4 @@
+#if Engine
 // An engine's stop and destroy racing the other threads that use it and its own
 // callbacks, against the C core: every call answers, and every context is released once.
 import CMetronome
@@ -190,3 +191,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // One firing thread serves every clock and shard of its engine: a timer that outruns its
 // period must not keep it from the others, and a spin for one deadline must end when
 // another clock or shard has a timer due first.
@@ -118,3 +119,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

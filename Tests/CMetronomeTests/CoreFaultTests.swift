@@ -1,3 +1,4 @@
+#if Engine
 // A descriptor that fails under an engine, because someone else closed it, is a fault the
 // engine reports and survives: it stops itself, releases every context, answers ESHUTDOWN and
 // names the error in its info. The process goes on.
@@ -74,3 +75,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // Firing contracts of the C core on real time: one-shots on every clock, repeating
 // schedules without drift, overruns, the spin window, thread settings and the
 // re-evaluation of wall-clock timers.
@@ -490,3 +491,4 @@ func expectScheduleContract(
         sourceLocation: sourceLocation)
     expectNeverEarly(firings, sourceLocation: sourceLocation)
 }
+#endif

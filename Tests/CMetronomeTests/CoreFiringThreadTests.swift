@@ -1,3 +1,4 @@
+#if Engine
 // What a firing thread is and what it may do: engines whose callbacks stop, destroy or wait
 // for each other; a new thread that the system gives a dead firing thread's identity; the
 // signals a firing thread takes.
@@ -174,3 +175,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // A fork inside a callback: the child's only thread is a copy of the firing thread, still in
 // that callback. The child's engines are dead from the instant of the fork: when the callback
 // returns there, the copy touches none of the descriptors it shares with the parent, and a
@@ -184,3 +185,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // Shared fixtures for the contract tests of the C core: an engine fixture whose every
 // timer context is a `Probe` (it records each callback and counts its releases), clocks
 // and bounds. The lock box, gate, threads and seeded generator are MetronomeTestSupport's,
@@ -442,3 +443,4 @@ extension mtr_clock_id {
     /// A value outside the enum, as C code could pass it.
     static let unknown: mtr_clock_id = unsafeBitCast(UInt32(7), to: mtr_clock_id.self)
 }
+#endif

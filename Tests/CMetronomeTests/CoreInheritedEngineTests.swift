@@ -1,3 +1,4 @@
+#if Engine
 // An engine inherited by a forked child, against the C core: the child can neither arm
 // nor disturb the parent's timers, tears its copy down, and forks wait for the C core's
 // shared slot.
@@ -144,3 +145,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

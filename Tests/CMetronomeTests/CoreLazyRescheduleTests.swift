@@ -1,3 +1,4 @@
+#if Engine
 // A reschedule to a later deadline leaves the timer's heap entry at its old key and
 // records the new one; the entry is re-keyed when the old key reaches the heap top or a
 // batch take (mtr_queue.c, mtr_timerset.c, mtr_batch.c). These tests push timers later
@@ -223,3 +224,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

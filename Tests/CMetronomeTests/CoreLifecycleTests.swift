@@ -1,3 +1,4 @@
+#if Engine
 // Lifecycle contracts of the C core: timer destroy (from another thread while its
 // callback runs, from its own callback, stale ids) and engine destroy (timers armed,
 // disarmed, mid-callback, from a callback). Every context is released exactly once.
@@ -251,3 +252,4 @@ func expectStale(_ probe: Probe, sourceLocation: SourceLocation = #_sourceLocati
     #expect(probe.cancelSync() == EINVAL, sourceLocation: sourceLocation)
     #expect(probe.destroy() == EINVAL, sourceLocation: sourceLocation)
 }
+#endif

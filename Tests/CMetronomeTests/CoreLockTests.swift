@@ -1,3 +1,4 @@
+#if Engine
 // A shard's lock (mtr_lock.h) under more threads than CPUs, so that holders are preempted
 // and waiters sleep: every operation still happens exactly once, and every thread waiting
 // in cancel_sync for one callback is woken when it ends, and not before, whatever
@@ -225,3 +226,4 @@ private final class CancelSyncSleepers: Sendable {
         return true
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // mtr_timer_move re-arms a timer under a new id, so that its owner can tell a callback of
 // the old schedule that had already begun from the new schedule's without creating a timer.
 import CMetronome
@@ -101,3 +102,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

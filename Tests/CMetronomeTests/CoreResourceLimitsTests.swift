@@ -1,3 +1,4 @@
+#if Engine
 // The C core at the limits of its resources: too few descriptors, arm order and timer
 // ids wrapping around, memory given back after a peak, and memory exhausted.
 import CMetronome
@@ -248,3 +249,4 @@ private final class FiringCount: Sendable {
     func add() { self.value.add(1, ordering: .relaxed) }
     var count: Int { self.value.load(ordering: .relaxed) }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // A sharded engine (mtr_engine_config.shards): each thread's timers live in a shard of
 // their own, any thread may operate on any timer, and every guarantee holds per shard on
 // the one firing thread: once each, never early, key order, the cancel guarantee, and a
@@ -272,3 +273,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 // The spin window of the C core: bounded by configuration, and cut short by an earlier
 // timer or a stop.
 import CMetronome
@@ -84,3 +85,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

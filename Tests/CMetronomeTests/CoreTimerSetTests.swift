@@ -1,3 +1,4 @@
+#if Engine
 // The timer set at scale: 100,000 one-shots fire once each, never early, in key order;
 // and a randomized invariant test of arm/cancel/re-arm/destroy against a model.
 import CMetronome
@@ -183,3 +184,4 @@ extension CoreContractTests {
         }
     }
 }
+#endif

@@ -245,7 +245,7 @@ struct ExpiringValueTests: EngineSuite {
     /// Values due in the same millisecond share one arming: a thousand made in a burst
     /// arm no more timers than the milliseconds the burst took, and the last one ended
     /// disarms the last.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.needsTheEngine("coalesces values into slots of a millisecond"), .timeLimit(.minutes(1)))
     func valuesDueTogetherShareOneArming() {
         let started = TimerClock.monotonic.now()
         let values = (0..<1_000).map { ExpiringValue($0, lifetime: .seconds(10), backend: .engine(self.engine)) }

@@ -167,7 +167,7 @@ struct EngineFaultTests {
     ///
     /// The limit is process-wide, and a failure may end the process, so the check runs in a
     /// child: this test binary again, running only ``descriptorExhaustionInThisProcess()``.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.needsTheEngine("GCD's stand-in opens no descriptors"), .timeLimit(.minutes(2)))
     func descriptorExhaustionAtEngineCreation() throws {
         try expectTestPassesInAProcessOfItsOwn("descriptorExhaustionInThisProcess", enabledBy: Self.childVariable)
     }
@@ -210,7 +210,7 @@ struct EngineFaultTests {
     /// of that engine. A 1 ms repeating timer then gets one late tick reporting the skipped
     /// periods in `missed` (no burst), and the engine counts the firing as late. Give long
     /// handlers their own engine, or a `queue:` so they run off the firing thread.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.needsTheEngine("counts late firings and missed periods"), .timeLimit(.minutes(2)))
     func blockingHandlerDelaysOtherTimersOfItsEngine() throws {
         let engine = try TimerEngine()
         let ticks = LockedCondition<[Tick]>([])
@@ -246,7 +246,7 @@ struct EngineFaultTests {
 
     /// A wall-clock step (here simulated through `clockChanged`) is counted and re-evaluates
     /// wall timers without firing one whose deadline is still ahead.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.needsTheEngine("counts clock steps"), .timeLimit(.minutes(2)))
     func wallClockStepDoesNotFireEarly() throws {
         let engine = try TimerEngine()
         let fired = Counter()
@@ -270,7 +270,7 @@ struct EngineFaultTests {
     /// thread (capabilities are per thread, and the firing thread inherits them), which takes
     /// the raw `capset` system call: variadic `syscall` is not callable from Swift, and libcap
     /// is not a dependency. That part is left out.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.needsTheEngine("sets a firing thread's priority"), .timeLimit(.minutes(2)))
     func realtimePriorityIsGrantedOrRefusalReported() throws {
         let engine = try TimerEngine(configuration: .init(realtimePriority: 10))
         let report = engine.threadReport

@@ -118,7 +118,8 @@ struct EngineLifecycleTests {
     }
 
     /// Firing threads carry a name: the configured one, or metronome-N.
-    @Test func firingThreadsAreNamed() throws {
+    @Test(.needsTheEngine("names a firing thread"))
+    func firingThreadsAreNamed() throws {
         let named = try TimerEngine(configuration: .init(name: "pacer"))
         #expect(named.threadReport.threadName == "pacer")
         // A thread of another test may end between the listing and the read: skip it.
@@ -135,6 +136,7 @@ struct EngineLifecycleTests {
     /// Each test below that forks runs in a process of its own, so that nothing the fork
     /// leaves behind reaches the test runner: this test binary again, running only that test.
     @Test(
+        .needsTheEngine("forks: libdispatch does not run in a forked child"),
         .timeLimit(.minutes(2)),
         arguments: [
             "forkedChildGetsAFreshSharedEngine", "childForkedMidHandlerWaitsForNoHandler",
@@ -270,7 +272,9 @@ struct EngineLifecycleTests {
 
     /// `TimerEngine.shared` made on one thread while another forks: the child, which may
     /// inherit the making half done, still gets a shared engine of its own that fires.
-    @Test(.disabled(if: Self.underThreadSanitizer), .timeLimit(.minutes(3)))
+    @Test(
+        .needsTheEngine("forks: libdispatch does not run in a forked child"),
+        .disabled(if: Self.underThreadSanitizer), .timeLimit(.minutes(3)))
     func sharedEngineMadeWhileForking() throws {
         try expectTestPassesInAProcessOfItsOwn("forkDuringTheSharedEnginesMaking", enabledBy: Self.forkVariable)
     }
@@ -313,7 +317,9 @@ struct EngineLifecycleTests {
     /// parent for the first rounds, then with one the parent made once, which the child
     /// finds inherited. (Unoptimized, the inherited engine's deinit, run in that second
     /// half, still looks up `Atomic<Bool>`; see the README's fork section.)
-    @Test(.disabled(if: Self.underThreadSanitizer), .timeLimit(.minutes(3)))
+    @Test(
+        .needsTheEngine("forks: libdispatch does not run in a forked child"),
+        .disabled(if: Self.underThreadSanitizer), .timeLimit(.minutes(3)))
     func firstSharedEngineInAChildForkedWhileTypesAreMade() throws {
         try expectTestPassesInAProcessOfItsOwn("forkWhileTheTypeCacheFills", enabledBy: Self.forkVariable)
     }

@@ -1,5 +1,9 @@
 @preconcurrency import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Fires timers from GCD `DispatchSourceTimer`s: the comparison path.
 ///

@@ -1,3 +1,4 @@
+#if Engine
 import Glibc
 import Synchronization
 
@@ -24,3 +25,4 @@ enum HomeShard {
         return ticket % count
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Engine
 internal import CMetronome
 @preconcurrency import Dispatch
 import Glibc
@@ -76,3 +77,4 @@ let releaseReceiver: mtr_release_fn = { context in
     receiver._withUnsafeGuaranteedRef { $0.released() }
     receiver.release()
 }
+#endif

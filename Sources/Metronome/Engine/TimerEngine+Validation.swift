@@ -1,5 +1,8 @@
-internal import CMetronome
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension TimerEngine.Configuration {
     /// Checks every setting against what an engine can honour, naming the first one that
@@ -19,7 +22,7 @@ extension TimerEngine.Configuration {
     ///   0...``maximumSpinWindow``, a late threshold that is not positive or does not fit
     ///   in `Int64` nanoseconds, or a shard count outside 1...``maximumShards``.
     public func validate() throws(TimerError) {
-        let highest = Int(MTR_REALTIME_PRIORITY_MAX)
+        let highest = EngineLimits.realtimePriority
         if let priority = self.realtimePriority, !(1...highest).contains(priority) {
             throw Self.refusal("realtimePriority", "must be nil or in 1...\(highest), not \(priority)")
         }

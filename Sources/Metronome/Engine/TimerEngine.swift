@@ -1,6 +1,12 @@
-internal import CMetronome
 @preconcurrency import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+#if Engine
+internal import CMetronome
+#endif
 
 /// One firing thread and its timers: Metronome's timer engine.
 ///
@@ -52,10 +58,10 @@ public final class TimerEngine: Sendable {
 
         /// The longest ``spinWindow``: past a wake-up's worst latency a spin buys no
         /// precision, only CPU.
-        public static let maximumSpinWindow = Duration.nanoseconds(Int64(MTR_SPIN_MAX_NS))
+        public static let maximumSpinWindow = Duration.nanoseconds(EngineLimits.spinWindowNanoseconds)
 
         /// The most ``shards`` an engine takes.
-        public static let maximumShards = Int(MTR_SHARDS_MAX)
+        public static let maximumShards = EngineLimits.shards
 
         /// Creates a configuration; the defaults are normal scheduling, no affinity, no spin
         /// window, a 1 ms late threshold, a numbered thread name and one shard.
@@ -117,6 +123,7 @@ public final class TimerEngine: Sendable {
         public var threadName: String
     }
 
+    #if Engine
     /// The engine every timer uses unless told otherwise, created on first use.
     ///
     /// Should it fail to start (no descriptors left), timers on it refuse to schedule. In a
@@ -263,4 +270,21 @@ public final class TimerEngine: Sendable {
     public func clockChanged(_ clock: TimerClock) {
         if let raw = self.raw { _ = mtr_engine_clock_changed(raw, clock.coreClock) }
     }
+    #else
+    /// The configuration the engine was created with.
+    public let configuration: Configuration
+
+    /// What GCD fires for this engine (see TimerEngine+Dispatch.swift).
+    let armings: BackendArmings
+
+    /// Where handlers with no queue of their own run, one at a time, as on an engine's
+    /// firing thread.
+    let firingQueue: DispatchQueue
+
+    init(checked configuration: Configuration) {
+        self.configuration = configuration
+        self.firingQueue = Self.makeFiringQueue(configuration)
+        self.armings = BackendArmings(DispatchBackend(fallbackQueue: self.firingQueue))
+    }
+    #endif
 }

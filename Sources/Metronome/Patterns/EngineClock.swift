@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A `Clock` whose sleeps are timers on a ``TimerEngine`` (or any other backend).
 ///

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Which timers' handlers the current thread is running, so that `cancelAndWait()` called
 /// from inside one of them returns at once instead of waiting for itself.

@@ -1,4 +1,8 @@
-internal import CMetronome
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The clock a timer's deadlines are measured on.
 public enum TimerClock: Sendable, Hashable, CaseIterable {
@@ -12,17 +16,25 @@ public enum TimerClock: Sendable, Hashable, CaseIterable {
 
     /// The current time on this clock.
     public func now() -> TimerInstant {
-        var nanoseconds: Int64 = 0
-        // Cannot fail: every case maps to a valid clock.
-        _ = mtr_clock_now(self.coreClock, &nanoseconds)
-        return TimerInstant(nanoseconds: nanoseconds, clock: self)
+        var time = timespec()
+        // Cannot fail: every case maps to a clock the system has.
+        _ = clock_gettime(self.posixClock, &time)
+        return TimerInstant(nanoseconds: Int64(time.tv_sec) * nanosecondsPerSecond + Int64(time.tv_nsec), clock: self)
     }
 
-    var coreClock: mtr_clock_id {
+    /// The POSIX clock of the same name, which the engine's timerfds use too. Darwin names
+    /// them otherwise: its `CLOCK_MONOTONIC` counts through sleep, and `DispatchTime` is
+    /// on `CLOCK_UPTIME_RAW`.
+    private var posixClock: clockid_t {
         switch self {
-        case .monotonic: .MTR_CLOCK_MONOTONIC
-        case .boottime: .MTR_CLOCK_BOOTTIME
-        case .wall: .MTR_CLOCK_REALTIME
+        #if canImport(Darwin)
+        case .monotonic: CLOCK_UPTIME_RAW
+        case .boottime: CLOCK_MONOTONIC
+        #else
+        case .monotonic: CLOCK_MONOTONIC
+        case .boottime: CLOCK_BOOTTIME
+        #endif
+        case .wall: CLOCK_REALTIME
         }
     }
 }

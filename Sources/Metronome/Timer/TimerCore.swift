@@ -1,5 +1,7 @@
-internal import CMetronome
 @preconcurrency import Dispatch
+#if Engine
+internal import CMetronome
+#endif
 
 /// The shell around ``TimerStateMachine``: decides under the lock, and arms, moves or
 /// disarms before unlocking, with one seam call that takes only the seam's own locks; the

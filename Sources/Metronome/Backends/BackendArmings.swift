@@ -1,0 +1,134 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The armings of a public ``TimerBackend``: the backend hands out a handle per arming and
+/// calls a closure per firing; this keeps each handle by an id, with the timer it fires,
+/// and tags each firing with its arming's id. A stop disarms them all and refuses new
+/// ones, for a backend that stands in for an engine.
+final class BackendArmings: Sendable {
+    let timerBackend: any TimerBackend
+
+    private struct Arming {
+        let handle: any ArmedTimer
+        let timer: WeakTimer
+        /// Until it is disarmed, or its one firing comes.
+        var isArmed = true
+    }
+
+    private struct Table {
+        var lastID: UInt64 = 0
+        var isStopped = false
+        /// Disarmed ones too, until they are replaced or retired: a stop tells their
+        /// timers, as an engine's does.
+        var armings: [UInt64: Arming] = [:]
+    }
+
+    private let table = LockedBox(Table())
+
+    init(_ timerBackend: any TimerBackend) {
+        self.timerBackend = timerBackend
+    }
+
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
+        throws(TimerError) -> UInt64
+    {
+        if let previous { self.retire(previous) }
+        let id = self.table.withLockedValue { table -> UInt64? in
+            guard !table.isStopped else { return nil }
+            table.lastID += 1
+            return table.lastID
+        }
+        guard let id else { throw Self.stopped }
+        let target = WeakTimer(core: receiver)
+        let isOneShot = schedule.periodNanoseconds == nil
+        let queue = receiver.delivery?.queue
+        let handle = self.timerBackend.arm(schedule, clock: clock, queue: queue) { [weak self] tick in
+            if isOneShot { self?.table.withLockedValue { $0.armings[id]?.isArmed = false } }
+            target.core?.receive(tick.on(clock), from: id, firedOnQueue: queue != nil)
+        }
+        // A backend says only that it can arm no more, as an engine that was shut down.
+        guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }
+        // A stop that came meanwhile did not see this arming: it is refused here instead.
+        let kept = self.table.withLockedValue { table in
+            guard !table.isStopped else { return false }
+            table.armings[id] = Arming(handle: handle, timer: target)
+            return true
+        }
+        guard kept else {
+            handle.disarm()
+            throw Self.stopped
+        }
+        return id
+    }
+
+    func disarm(_ arming: UInt64) {
+        self.table.withLockedValue { table in
+            table.armings[arming]?.isArmed = false
+            return table.armings[arming]?.handle
+        }?.disarm()
+    }
+
+    func retire(_ arming: UInt64) {
+        self.table.withLockedValue { $0.armings.removeValue(forKey: arming)?.handle }?.disarm()
+    }
+
+    /// How many armings are armed now: an engine's count of its armed timers.
+    var armedCount: Int {
+        self.table.withLockedValue { table in table.armings.values.count { $0.isArmed } }
+    }
+
+    var isStopped: Bool {
+        self.table.withLockedValue { $0.isStopped }
+    }
+
+    /// Refuses armings from now on and disarms every one. Returns the timers they fired,
+    /// for the caller to tell once no lock is held: telling one takes its lock.
+    func stop() -> [TimerCore] {
+        let armings = self.table.withLockedValue { table in
+            table.isStopped = true
+            defer { table.armings = [:] }
+            return Array(table.armings.values)
+        }
+        for arming in armings { arming.handle.disarm() }
+        return armings.compactMap(\.timer.core)
+    }
+
+    private static var stopped: TimerError {
+        TimerError(code: ESHUTDOWN, operation: "TimerEngine.shutdown")
+    }
+}
+
+/// A seam whose armings a ``BackendArmings`` keeps: a public backend's, or the engine's
+/// where it is compiled out.
+protocol BackendArmingsFiring: TimerFiring {
+    var armings: BackendArmings { get }
+}
+
+extension BackendArmingsFiring {
+    func now(_ clock: TimerClock) -> Int64 {
+        self.armings.timerBackend.now(clock)
+    }
+
+    func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
+        throws(TimerError) -> UInt64
+    {
+        try self.armings.arm(schedule, clock: clock, for: receiver, replacing: previous)
+    }
+
+    func disarm(_ arming: UInt64) {
+        self.armings.disarm(arming)
+    }
+
+    func retire(_ arming: UInt64) {
+        self.armings.retire(arming)
+    }
+}
+
+/// A timer held weakly: what a backend keeps never keeps the timer alive, so dropping the
+/// timer cancels it. Unchecked as ``TimerCore`` is.
+private struct WeakTimer: @unchecked Sendable {
+    weak var core: TimerCore?
+}
