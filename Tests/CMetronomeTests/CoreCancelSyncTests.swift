@@ -23,13 +23,12 @@ extension CoreContractTests {
 
         /// Runs cancel_sync of `id` on a thread of its own, publishing its kernel thread id
         /// first, so that a callback can wait until the call sleeps.
-        static func cancelSyncOnAThread(_ engine: Engine, _ id: mtr_timer_id, into waiter: Monitor<Waiter>)
+        static func cancelSyncOnAThread(_ engine: EngineRef, _ id: mtr_timer_id, into waiter: Monitor<Waiter>)
             throws -> PosixThread
         {
-            let handle = engine.ref
-            return try PosixThread.spawn {
+            try PosixThread.spawn {
                 waiter.update { $0.tid = KernelThread.currentID() }
-                let rc = mtr_timer_cancel_sync(handle.handle, id)
+                let rc = mtr_timer_cancel_sync(engine.handle, id)
                 waiter.update { $0.result = rc }
             }
         }
@@ -62,7 +61,7 @@ extension CoreContractTests {
             try #require(probe.armOnce(at: Time.monotonic() + 10 * Time.ms) == 0)
             try #require(engine.log.wait { $0.running == 1 })
 
-            let thread = try Self.cancelSyncOnAThread(engine, id, into: waiter)
+            let thread = try Self.cancelSyncOnAThread(engine.ref, id, into: waiter)
             thread.join()
             #expect(waiter.read { $0.result } == 0)
             #expect(engine.counters.armed == 0, "the callback's re-arm outlived cancel_sync")
@@ -86,7 +85,7 @@ extension CoreContractTests {
                 engine.markDestroyed()
                 try #require(probe.armOnce(at: Time.monotonic()) == 0)
                 try #require(engine.log.wait { $0.running == 1 })
-                let thread = try Self.cancelSyncOnAThread(engine, probe.id, into: waiter)
+                let thread = try Self.cancelSyncOnAThread(engine.ref, probe.id, into: waiter)
                 thread.join()
                 #expect(waiter.read { $0.result } == 0)
                 #expect(engine.waitAllReleased())

@@ -2,7 +2,6 @@
 // An engine's stop and destroy racing the other threads that use it and its own
 // callbacks, against the C core: every call answers, and every context is released once.
 import CMetronome
-import Foundation
 import Glibc
 import Synchronization
 import Testing
@@ -116,61 +115,77 @@ extension CoreContractTests {
             engine.expectAllReleasedOnce()
         }
 
+        /// What the callback of `destroyFromACallbackWhileAnotherThreadCancelsSync` did.
+        enum Decision: Equatable, Sendable {
+            /// It returned with the engine intact: no waiter, or a cancel_sync that returned
+            /// while the callback it was to wait for still ran.
+            case leftTheEngine
+            /// It destroyed the engine while the waiter slept in cancel_sync.
+            case destroyed(onThread: Int32)
+        }
+
         /// A callback destroys its engine while another thread waits in cancel_sync for it:
         /// the waiter returns, and the engine is freed once (by the waiter or the thread).
         @Test(arguments: [UInt32(1), 4])
         func destroyFromACallbackWhileAnotherThreadCancelsSync(shards: UInt32) throws {
-            // The waiter shares the firing thread's CPU at the lowest priority, so it gets
-            // the lock back only after the firing thread is done: were the engine freed
-            // then, the waiter would wait on freed memory for ever.
             let engine = try Engine(cpu: 0, shards: shards)
-            let waiting = Gate()
-            let returned = Gate()
-            let waiterThread = Atomic<Int32>(-1)
+            let waiter = Monitor(CancelSync.Waiter())
+            let waiterThread = Monitor<PosixThread?>(nil)
+            let decision = Monitor<Decision?>(nil)
             let probe = try engine.makeTimer { callback in
-                _ = waiting.pass()
-                // Destroying before the waiter is inside cancel_sync would free the engine
-                // under a call still to come: wait until its thread sleeps (in that call's
-                // wait, the only place it can block), however late a loaded machine runs it.
-                let tid = waiterThread.load(ordering: .acquiring)
-                for _ in 0..<5_000 where !KernelThread.isSleeping(tid) { Time.sleep(Time.ms) }
-                Time.sleep(5 * Time.ms)
+                // A firing thread never waits in cancel_sync: the waiter is a thread of its
+                // own, started here so that it inherits the firing thread's CPU.
+                guard
+                    let thread = try? CancelSync.cancelSyncOnAThread(callback.engine, callback.tick.timer, into: waiter)
+                else { return decision.update { $0 = .leftTheEngine } }
+                waiterThread.update { $0 = thread }
+                // Destroys only once the waiter sleeps, in cancel_sync (all it does), however
+                // late a loaded machine runs it; a cancel_sync that returns first ends the wait.
+                while waiter.read({ $0.result == nil }), !KernelThread.isSleeping(waiter.read { $0.tid } ?? -1) {
+                    Time.sleep(Time.ms)
+                }
+                guard let tid = waiter.read({ $0.result == nil ? $0.tid : nil }) else {
+                    return decision.update { $0 = .leftTheEngine }
+                }
+                // At the lowest priority on this CPU, the waiter, woken when this callback
+                // ends, runs only once the firing thread is done: it lets go of the engine last
+                // and frees it. Were the engine freed before that, it would wait on freed
+                // memory for ever.
+                var idle = sched_param()
+                _ = sched_setscheduler(tid, Self.schedIdle, &idle)
+                decision.update { $0 = .destroyed(onThread: KernelThread.currentID()) }
                 mtr_engine_destroy(callback.engine.handle)
             }
-            try #require(probe.armOnce(at: Time.monotonic() + Time.ms) == 0)
-            try #require(engine.log.wait { $0.running == 1 })
             engine.markDestroyed()
-            let rc = Atomic<Int32>(-1)
-            // The waiter: the firing thread of a second engine, pinned to the same CPU.
-            let waiters = try Engine(cpu: 0)
-            let name = withUnsafeBytes(of: waiters.info.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            waiterThread.store(Self.thread(named: name), ordering: .releasing)
-            let waiter = try waiters.makeTimer { _ in
-                var param = sched_param()
-                _ = sched_setscheduler(0, Self.schedIdle, &param)
-                waiting.open()
-                rc.store(probe.cancelSync(), ordering: .relaxed)
-                returned.open()
+            try #require(probe.armOnce(at: Time.monotonic() + Time.ms) == 0)
+            // Each wait is for what must happen: its patience runs out only on failure.
+            try #require(decision.wait { $0 != nil }, "the waiter never slept in cancel_sync")
+            guard let thread = waiterThread.read({ $0 }) else {
+                Issue.record("the waiter's thread did not start")
+                return mtr_engine_destroy(engine.handle)
             }
-            try #require(waiter.armOnce(at: Time.monotonic()) == 0)
-            guard returned.pass(timeout: .nanoseconds(Bounds.patienceNs)) else {
-                waiters.markDestroyed()  // its thread is stuck for good: leave it
+            if case .destroyed(let firingThread) = decision.read({ $0 }) {
+                // Gone, the firing thread has let go. The waiter gets a normal share again, so
+                // that its return never waits on what else the machine runs.
+                #expect(
+                    eventually(timeout: .nanoseconds(Bounds.patienceNs)) {
+                        KernelThread.state(ofThread: firingThread) == nil
+                    })
+                var normal = sched_param()
+                _ = sched_setscheduler(waiter.read { $0.tid } ?? -1, SCHED_OTHER, &normal)
+            }
+            guard waiter.wait(until: { $0.result != nil }) else {
                 Issue.record("cancel_sync never returned: the engine was freed under it")
-                return
+                return  // its thread is stuck for good: leave it
             }
-            waiters.destroy()
-            #expect(rc.load(ordering: .relaxed) == 0)
+            thread.join()
+            guard decision.read({ $0 }) != .leftTheEngine else {
+                Issue.record("cancel_sync returned while the callback it was to wait for still ran")
+                return mtr_engine_destroy(engine.handle)
+            }
+            #expect(waiter.read { $0.result } == 0)
             #expect(engine.waitAllReleased())
             engine.expectAllReleasedOnce()
-        }
-
-        /// The id of this process's thread whose name is `name`, or -1.
-        static func thread(named name: String) -> Int32 {
-            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-            let named = tasks.first {
-                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) == name + "\n"
-            }
-            return named.flatMap { Int32($0) } ?? -1
         }
 
         /// A callback stops its engine and then arms another timer: refused, not armed on an
