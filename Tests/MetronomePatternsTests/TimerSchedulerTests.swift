@@ -140,7 +140,7 @@ struct TimerSchedulerTests {
     @Test(.timeLimit(.minutes(1)))
     func stoppedEngineAndBadPeriodReportCancelled() async throws {
         let stopped = try makeEngine()
-        stopped.shutdown()
+        await stopped.shutdown()
         let scheduler = TimerScheduler(engine: stopped)
         var events = scheduler.events.makeAsyncIterator()
         let id = scheduler.schedule(after: .milliseconds(1))
@@ -166,7 +166,7 @@ struct TimerSchedulerTests {
             scheduler.schedule(after: .seconds(3600), repeating: .seconds(1)),
         ]
         #expect(scheduler.activeTimers == Set(active))
-        engine.shutdown()
+        await engine.shutdown()
         #expect(scheduler.activeTimers.isEmpty)
         var cancelled: [TimerScheduler.TimerID] = []
         for _ in active {
