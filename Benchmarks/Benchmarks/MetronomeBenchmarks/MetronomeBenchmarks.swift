@@ -24,6 +24,7 @@ let benchmarks: @Sendable () -> Void = {
     coreBenchmarks()
     swiftBenchmarks()
     manualTimelineBenchmarks()
+    serverBenchmarks()
 }
 
 // MARK: - C core
@@ -173,7 +174,7 @@ private func coreBenchmarks() {
 
 // MARK: - SafeDispatchTimer on the engine
 
-private let farAway = DispatchTimeInterval.seconds(3_600)
+let farAway = DispatchTimeInterval.seconds(3_600)
 
 private func swiftBenchmarks() {
     let engineSlot = Slot<TimerEngine>()
