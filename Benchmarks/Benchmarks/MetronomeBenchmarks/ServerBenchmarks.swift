@@ -59,91 +59,88 @@ private func deadlineBenchmarks() {
 
 // MARK: - Add+cancel from one thread and from two
 
-/// A second thread that runs a share of each iteration beside the benchmark's own: it
-/// spins (yielding) on a generation number, so starting it costs no system call.
-private final class PairedThread: Sendable {
-    private let generation = Atomic<Int>(0)
-    private let count = Atomic<Int>(0)
-    private let finished = Atomic<Int>(0)
-    private let stopping = Atomic<Bool>(false)
-    private let thread = Slot<PosixThread>()
+/// Threads that each schedule and cancel a timer of their own, a share of each iteration
+/// apiece, while the benchmark's thread waits. They are started one after the other and
+/// each makes its timer before the next starts, so they take consecutive shard tickets:
+/// on an engine of as many shards as threads, each thread has a shard of its own, as the
+/// threads of a server's pool do.
+private final class AddCancelThreads: Sendable {
+    /// What the threads read and signal, made before them.
+    private final class Orders: Sendable {
+        let done = DispatchSemaphore(value: 0)
+        let count = Atomic<Int>(0)
+        let stopping = Atomic<Bool>(false)
+    }
 
-    init(work: @escaping @Sendable (_ count: Int) -> Void) throws {
-        self.thread.value = try PosixThread.spawn { [self] in
-            var seen = 0
-            while !self.stopping.load(ordering: .acquiring) {
-                let current = self.generation.load(ordering: .acquiring)
-                guard current != seen else {
-                    sched_yield()
-                    continue
-                }
-                seen = current
-                work(self.count.load(ordering: .relaxed))
-                self.finished.store(current, ordering: .releasing)
-            }
+    private let threads: [PosixThread]
+    private let starts: [DispatchSemaphore]
+    private let orders: Orders
+
+    init(_ threadCount: Int, engine: TimerEngine) throws {
+        let starts = (0..<threadCount).map { _ in DispatchSemaphore(value: 0) }
+        let made = DispatchSemaphore(value: 0)
+        let orders = Orders()
+        var threads: [PosixThread] = []
+        for start in starts {
+            threads.append(
+                try PosixThread.spawn {
+                    // Made here, on its own thread: its C timer lives in this thread's shard.
+                    let timer = SafeDispatchTimer(backend: .engine(engine))
+                    AddCancelThreads.addAndCancel(timer, 1)
+                    made.signal()
+                    while true {
+                        start.wait()
+                        if orders.stopping.load(ordering: .acquiring) { return }
+                        AddCancelThreads.addAndCancel(timer, orders.count.load(ordering: .acquiring))
+                        orders.done.signal()
+                    }
+                })
+            made.wait()
         }
+        self.threads = threads
+        self.starts = starts
+        self.orders = orders
     }
 
-    /// Runs `mine` here while the other thread runs its work `count` times, and returns once
-    /// both are done.
-    func run(theirs count: Int, _ mine: () -> Void) {
-        self.count.store(count, ordering: .relaxed)
-        let round = self.generation.add(1, ordering: .releasing).newValue
-        mine()
-        while self.finished.load(ordering: .acquiring) != round { sched_yield() }
-    }
-
-    func stop() {
-        self.stopping.store(true, ordering: .releasing)
-        self.thread.value?.join()
-    }
-}
-
-/// One thread's timer, made on first use by that thread so that it lives in the thread's
-/// shard, scheduled an hour out and cancelled `count` times.
-private final class AddCancelLoop: @unchecked Sendable {
-    private let engine: TimerEngine
-    private var timer: SafeDispatchTimer?
-
-    init(engine: TimerEngine) {
-        self.engine = engine
-    }
-
-    func run(_ count: Int) {
-        let timer = self.timer ?? SafeDispatchTimer(backend: .engine(self.engine))
-        self.timer = timer
+    private static func addAndCancel(_ timer: SafeDispatchTimer, _ count: Int) {
         for _ in 0..<count {
             timer.schedule(deadline: .now() + farAway) { _ in }
             timer.cancel()
         }
+    }
+
+    /// Runs `total` add+cancel pairs, shared evenly among the threads, and returns when all
+    /// are done.
+    func run(_ total: Int) {
+        self.orders.count.store(total / self.threads.count, ordering: .releasing)
+        for start in self.starts { start.signal() }
+        for _ in self.threads { self.orders.done.wait() }
+    }
+
+    func stop() {
+        self.orders.stopping.store(true, ordering: .releasing)
+        for start in self.starts { start.signal() }
+        for thread in self.threads { thread.join() }
     }
 }
 
 private func sharedEngineBenchmarks() {
     let single = try! TimerEngine(configuration: .init(shards: 1))
     for (label, engine) in [("TimerEngine.shared", TimerEngine.shared), ("one-shard engine", single)] {
-        let mine = Slot<AddCancelLoop>()
-        Benchmark("Shards: \(label) add+cancel, 1 thread") { benchmark in
-            mine.value!.run(benchmark.scaledIterations.count)
-        } setup: {
-            mine.value = AddCancelLoop(engine: engine)
-        } teardown: {
-            mine.value = nil
-        }
-
-        let pair = Slot<(PairedThread, AddCancelLoop)>()
-        Benchmark("Shards: \(label) add+cancel, 2 threads") { benchmark in
-            let (other, loop) = pair.value!
-            // The same operations per iteration as one thread, half on each.
-            let half = benchmark.scaledIterations.count / 2
-            other.run(theirs: benchmark.scaledIterations.count - half) { loop.run(half) }
-        } setup: {
-            let theirs = AddCancelLoop(engine: engine)
-            let other = try PairedThread { theirs.run($0) }
-            pair.value = (other, AddCancelLoop(engine: engine))
-        } teardown: {
-            pair.value?.0.stop()
-            pair.value = nil
+        for threadCount in [1, 2] {
+            let threads = Slot<AddCancelThreads>()
+            // A million pairs per iteration: waking the threads is a rounding error.
+            Benchmark(
+                "Shards: \(label) add+cancel, \(threadCount) thread\(threadCount == 1 ? "" : "s")",
+                configuration: .init(scalingFactor: .mega, maxDuration: .seconds(3), maxIterations: 40)
+            ) { benchmark in
+                threads.value!.run(benchmark.scaledIterations.count)
+            } setup: {
+                threads.value = try AddCancelThreads(threadCount, engine: engine)
+            } teardown: {
+                threads.value?.stop()
+                threads.value = nil
+            }
         }
     }
 }
