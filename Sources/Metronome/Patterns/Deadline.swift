@@ -99,7 +99,8 @@ public func withDeadline<Success>(
     operation: () async throws -> Success
 ) async throws -> Success {
     try await withEngineDeadline(
-        deadline.nanoseconds(on: .boottime), on: .boottime, leeway: leeway, engine: engine, isolation: isolation,
+        nanoseconds(of: deadline, from: ContinuousClock(), on: .boottime), on: .boottime, leeway: leeway,
+        engine: engine, isolation: isolation,
         operation: operation)
 }
 
@@ -128,7 +129,8 @@ public func withDeadline<Success>(
     operation: () async throws -> Success
 ) async throws -> Success {
     try await withEngineDeadline(
-        deadline.nanoseconds(on: .monotonic), on: .monotonic, leeway: leeway, engine: engine, isolation: isolation,
+        nanoseconds(of: deadline, from: SuspendingClock(), on: .monotonic), on: .monotonic, leeway: leeway,
+        engine: engine, isolation: isolation,
         operation: operation)
 }
 
@@ -171,20 +173,12 @@ func withEngineDeadline<Success>(
     }
 }
 
-extension ContinuousClock.Instant {
-    /// This instant in nanoseconds on `clock`, the one `ContinuousClock` reads. Its own clock
-    /// is read first, so the result is never earlier than the instant.
-    fileprivate func nanoseconds(on clock: TimerClock) -> Int64 {
-        let remaining = ContinuousClock.now.duration(to: self)
-        return clock.now().nanoseconds.addingSaturating(remaining.saturatingNanoseconds)
-    }
-}
-
-extension SuspendingClock.Instant {
-    /// This instant in nanoseconds on `clock`, the one `SuspendingClock` reads. Its own clock
-    /// is read first, so the result is never earlier than the instant.
-    fileprivate func nanoseconds(on clock: TimerClock) -> Int64 {
-        let remaining = SuspendingClock.now.duration(to: self)
-        return clock.now().nanoseconds.addingSaturating(remaining.saturatingNanoseconds)
-    }
+/// `instant` of `source` in nanoseconds on `clock`, the engine's clock that reads the same
+/// time as `source`. The source is read first, so the result is never earlier than the
+/// instant.
+private func nanoseconds<Source: Clock<Duration>>(of instant: Source.Instant, from source: Source, on clock: TimerClock)
+    -> Int64
+{
+    let remaining = source.now.duration(to: instant)
+    return clock.now().nanoseconds.addingSaturating(remaining.saturatingNanoseconds)
 }
