@@ -3,12 +3,13 @@ import PackageDescription
 
 // The library needs only libevent and the toolchain, and libevent only for the engine:
 // with the trait `Engine` (on by default on Linux) turned off, the C core is left out and
-// GCD fires every timer. Its two package dependencies, swift-log and swift-metrics, serve
-// `MetronomeObservability` only and only under the traits `Logging` and `Metrics`, which
-// are off by default: a client that does not enable them resolves neither. The CLI, its
-// measurements and the micro-benchmarks live in Benchmarks/, a package of their own that
-// depends on this one by path (`make test` checks a client's graph with
-// scripts/check-client-dependencies.sh).
+// GCD fires every timer. Its package dependencies serve only under traits that are off by
+// default: swift-log and swift-metrics for `MetronomeObservability` under `Logging` and
+// `Metrics`, swift-service-lifecycle under `ServiceLifecycle` (`TimerEngine` as a
+// `Service`, and the observability loops ending on graceful shutdown). A client that does
+// not enable them resolves none of them. The CLI, its measurements and the micro-benchmarks
+// live in Benchmarks/, a package of their own that depends on this one by path (`make test`
+// checks a client's graph with scripts/check-client-dependencies.sh).
 let strictSwift: [SwiftSetting] = [
     .treatAllWarnings(as: .error),
     .enableUpcomingFeature("ExistentialAny"),
@@ -46,10 +47,16 @@ let package = Package(
         .default(enabledTraits: engineByDefault),
         .trait(name: "Logging", description: "MetronomeObservability logs an engine's events through swift-log."),
         .trait(name: "Metrics", description: "MetronomeObservability exports an engine's counters through swift-metrics."),
+        .trait(
+            name: "ServiceLifecycle",
+            description:
+                "TimerEngine is a swift-service-lifecycle Service; MetronomeObservability's loops end on graceful shutdown."
+        ),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -66,7 +73,12 @@ let package = Package(
         ),
         .target(
             name: "Metronome",
-            dependencies: [.target(name: "CMetronome", condition: .when(traits: ["Engine"]))],
+            dependencies: [
+                .target(name: "CMetronome", condition: .when(traits: ["Engine"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])),
+            ],
             swiftSettings: strictSwift
         ),
         .target(name: "MetronomeTesting", dependencies: ["Metronome"], swiftSettings: strictSwift),
@@ -76,6 +88,9 @@ let package = Package(
                 "Metronome",
                 .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Logging"])),
                 .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])),
             ],
             swiftSettings: strictSwift
         ),

@@ -4,8 +4,9 @@ import PackageDescription
 // Everything that measures Metronome, in a package of its own so that a client of the
 // library resolves no third-party package: the `metronome` CLI and its measurements
 // (swift-argument-parser, hdrhistogram-swift), the micro-benchmarks (ordo-one/benchmark),
-// and the tests that need them (swift-async-algorithms; swift-log and swift-metrics, with
-// the root's `Logging` and `Metrics` traits on). It depends on the root by path.
+// and the tests that need them (swift-async-algorithms; swift-log, swift-metrics and
+// swift-service-lifecycle, with the root's `Logging`, `Metrics` and `ServiceLifecycle`
+// traits on). It depends on the root by path.
 // From the root: `make jitter`, `make bench`, `make test`.
 //
 // `MallocInterposer` is ordo-one/benchmark's malloc-statistics backend on Swift 6.3+; naming
@@ -34,7 +35,7 @@ let package = Package(
         .executable(name: "metronome", targets: ["metronome"])
     ],
     dependencies: [
-        .package(name: "Metronome", path: "..", traits: ["Logging", "Metrics"]),
+        .package(name: "Metronome", path: "..", traits: ["Logging", "Metrics", "ServiceLifecycle"]),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
@@ -42,6 +43,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The Linux calls SwiftGlibc does not import: timerfd, gettid, prctl and malloc_trim.
@@ -86,6 +88,9 @@ let package = Package(
                 rootProduct("Metronome"),
                 rootProduct("MetronomeTesting"),
                 rootProduct("_MetronomeTestSupport"),
+                rootProduct("MetronomeObservability"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Benchmarks/MetronomeBenchmarks",
             plugins: [
@@ -127,6 +132,8 @@ let package = Package(
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]
         ),
     ],

@@ -45,6 +45,7 @@ _ = timer.schedule(interval: 1) {}
 timeline.advance(by: .seconds(1))
 let engineTimer = SafeDispatchTimer()
 print(engineTimer.schedule(interval: 60) {}, engineTimer.cancel())
+print(try await withTimeout(.seconds(60)) { 42 })
 SOURCE
 
 "$swift" build --package-path "$client" >/dev/null

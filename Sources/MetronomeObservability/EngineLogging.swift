@@ -3,9 +3,10 @@ import Logging
 import Metronome
 
 extension TimerEngine {
-    /// Logs what needs an operator's attention, until the task is cancelled: at once, a refused real-time priority or CPU affinity (warning); then,
-    /// read every `interval`, clock steps (notice) and firings later than the engine's late
-    /// threshold (warning).
+    /// Logs what needs an operator's attention, until the task is cancelled or, with the
+    /// `ServiceLifecycle` trait, a graceful shutdown begins: at once, a refused real-time
+    /// priority or CPU affinity (warning); then, read every `interval`, clock steps (notice)
+    /// and firings later than the engine's late threshold (warning).
     ///
     /// ```swift
     /// Task { await engine.logEvents(to: Logger(label: "metronome")) }
@@ -21,10 +22,12 @@ extension TimerEngine {
         every interval: Duration = .seconds(1),
         pacedBy backend: SafeDispatchTimer.Backend? = nil
     ) async {
-        var log = EngineEventLog(engine: self, logger: logger)
-        log.report(self.threadReport)
-        for await _ in (backend ?? .engine(self)).ticks(every: interval) {
-            log.record(self.counters)
+        await untilGracefulShutdown {
+            var log = EngineEventLog(engine: self, logger: logger)
+            log.report(self.threadReport)
+            for await _ in (backend ?? .engine(self)).ticks(every: interval) {
+                log.record(self.counters)
+            }
         }
     }
 }

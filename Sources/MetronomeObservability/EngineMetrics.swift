@@ -4,7 +4,7 @@ import Metronome
 
 extension TimerEngine {
     /// Records the engine's counters as metrics every `interval`, until the task is
-    /// cancelled.
+    /// cancelled or, with the `ServiceLifecycle` trait, a graceful shutdown begins.
     ///
     /// Counts become counters named `<prefix>_<name>_total` (wake-ups, firings, late
     /// firings, missed periods, coalesced and batched firings, clock steps); the armed
@@ -27,10 +27,12 @@ extension TimerEngine {
         pacedBy backend: SafeDispatchTimer.Backend? = nil,
         factory: any MetricsFactory = MetricsSystem.factory
     ) async {
-        var metrics = EngineMetrics(prefix: prefix, engine: self, factory: factory)
-        metrics.record(self.counters)
-        for await _ in (backend ?? .engine(self)).ticks(every: interval) {
+        await untilGracefulShutdown {
+            var metrics = EngineMetrics(prefix: prefix, engine: self, factory: factory)
             metrics.record(self.counters)
+            for await _ in (backend ?? .engine(self)).ticks(every: interval) {
+                metrics.record(self.counters)
+            }
         }
     }
 }

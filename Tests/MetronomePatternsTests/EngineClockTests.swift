@@ -130,7 +130,7 @@ struct EngineClockTests {
     @Test(.timeLimit(.minutes(1)))
     func sleepOnAStoppedEngineThrows() async throws {
         let engine = try makeEngine()
-        engine.shutdown()
+        await engine.shutdown()
         let clock = EngineClock(backend: .engine(engine))
         let error = await #expect(throws: TimerError.self) {
             try await clock.sleep(until: clock.now.advanced(by: .milliseconds(1)))
@@ -151,7 +151,7 @@ struct EngineClockTests {
             Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(3600 + index))) }
         }
         #expect(await eventually { engine.counters.armed == 3 })
-        engine.shutdown()
+        await engine.shutdown()
         for sleep in sleeps {
             let error = await #expect(throws: TimerError.self) { try await sleep.value }
             #expect(error?.code == ESHUTDOWN)
@@ -171,7 +171,7 @@ struct EngineClockTests {
                 Task { try await clock.sleep(until: clock.now.advanced(by: .seconds(3600))) }
             }
             usleep(UInt32(round * 100))
-            engine.shutdown()
+            await engine.shutdown()
             for sleep in sleeps {
                 let error = await #expect(throws: TimerError.self) { try await sleep.value }
                 #expect(error?.code == ESHUTDOWN)

@@ -70,7 +70,7 @@ struct OneAPITests {
     @Test(.timeLimit(.minutes(1)))
     func everyTypeReportsAStoppedEngine() async throws {
         let engine = try makeEngine()
-        engine.shutdown()
+        await engine.shutdown()
         let backend = SafeDispatchTimer.Backend.engine(engine)
 
         let timer = SafeDispatchTimer(backend: backend)
@@ -97,7 +97,6 @@ struct OneAPITests {
     @Test(.timeLimit(.minutes(2)))
     func aDelegateOnlySchedulerBuffersNoEvents() async throws {
         let engine = try makeEngine()
-        defer { engine.shutdown() }
         let scheduler = TimerScheduler(backend: .engine(engine))
         let delegate = SchedulerDelegate()
         scheduler.setDelegate(delegate)
@@ -109,5 +108,6 @@ struct OneAPITests {
         var events = scheduler.events.makeAsyncIterator()
         let marker = scheduler.schedule(after: .zero)
         #expect(await events.next() == .executed(marker, willRepeat: false))
+        await engine.shutdown()
     }
 }

@@ -136,7 +136,7 @@ struct TimerSchedulerTests: EngineSuite {
     @Test(.timeLimit(.minutes(1)))
     func stoppedEngineAndBadPeriodReportCancelled() async throws {
         let stopped = try makeEngine()
-        stopped.shutdown()
+        await stopped.shutdown()
         let scheduler = TimerScheduler(backend: .engine(stopped))
         var events = scheduler.events.makeAsyncIterator()
         let id = scheduler.schedule(after: .milliseconds(1))
@@ -162,7 +162,7 @@ struct TimerSchedulerTests: EngineSuite {
             scheduler.schedule(after: .seconds(3600), every: .seconds(1)),
         ]
         #expect(scheduler.activeTimers == Set(active))
-        engine.shutdown()
+        await engine.shutdown()
         #expect(scheduler.activeTimers.isEmpty)
         var cancelled: [TimerScheduler.TimerID] = []
         for _ in active {

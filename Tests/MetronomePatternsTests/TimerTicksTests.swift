@@ -95,7 +95,7 @@ struct TimerTicksTests: EngineSuite {
             for await tick in engine.ticks(every: .milliseconds(1)) { consumed.append(tick) }
         }
         #expect(await eventually { consumed.count >= 3 && engine.counters.armed == 2 })
-        engine.shutdown()
+        await engine.shutdown()
         #expect(await waiting.value == 0)
         await busy.value
     }
@@ -123,7 +123,7 @@ struct TimerTicksTests: EngineSuite {
         var count = 0
         for await _ in self.engine.ticks(every: .zero) { count += 1 }
         let stopped = try makeEngine()
-        stopped.shutdown()
+        await stopped.shutdown()
         for await _ in stopped.ticks(every: .milliseconds(1)) { count += 1 }
         #expect(count == 0)
         #expect(self.engine.counters.armed == 0)

@@ -92,15 +92,13 @@ struct ReadmeSnippetTests {
         // Many threads arming their own timeouts: a shard each, so they share no lock.
         let server = try TimerEngine(configuration: .init(shards: 8))
         let timeout = SafeDispatchTimer(backend: .engine(server))
-        defer {
-            rt.shutdown()
-            server.shutdown()
-        }
 
         #expect(timer.state == .cancelled)
         #expect(wall.cancel())
         #expect([gcd.state, precise.state, timeout.state] == [.idle, .idle, .idle])
         #expect(server.configuration.shards == 8)
+        await rt.shutdown()
+        await server.shutdown()
     }
 
     // MARK: Ticks, an idle timeout, timers by id

@@ -24,6 +24,7 @@ let benchmarks: @Sendable () -> Void = {
     coreBenchmarks()
     swiftBenchmarks()
     manualTimelineBenchmarks()
+    serverBenchmarks()
 }
 
 // MARK: - C core
@@ -184,7 +185,7 @@ private func coreBenchmarks() {
 
 // MARK: - SafeDispatchTimer on the engine
 
-private let farAway = DispatchTimeInterval.seconds(3_600)
+let farAway = DispatchTimeInterval.seconds(3_600)
 
 /// Arms a timer an hour out, so that nothing fires while measuring.
 private let armFarAway: @Sendable (SafeDispatchTimer) -> Void = { $0.schedule(deadline: .now() + farAway) { _ in } }

@@ -75,7 +75,6 @@ struct EngineObservabilityTests {
     @Test(.timeLimit(.minutes(1)))
     func exportReadsTheEngineAtEachPace() async throws {
         let engine = try TimerEngine(configuration: .init(name: "paced"))
-        defer { engine.shutdown() }
         let timeline = ManualTimeline()
         let metrics = TestMetrics()
         let exporting = Task { await engine.exportMetrics(prefix: "p", every: .seconds(1), pacedBy: .custom(timeline), factory: metrics) }
@@ -89,6 +88,7 @@ struct EngineObservabilityTests {
         await exporting.value
         #expect(try metrics.expectCounter("p_fired_total", [("engine", "paced")]).totalValue == 1)
         #expect(timeline.armedCount == 0, "cancelling the task disarmed its pace")
+        await engine.shutdown()
     }
 
     /// The README's example, as it is shown there: both loops pace themselves with a timer

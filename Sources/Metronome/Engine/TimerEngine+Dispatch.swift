@@ -16,7 +16,10 @@ import Darwin
 /// the counters only ``Counters/armed`` counts.
 extension TimerEngine: BackendArmingsFiring {
     /// The engine every timer uses unless told otherwise, created on first use.
-    public static let shared = TimerEngine(checked: Configuration())
+    ///
+    /// Nothing can shut it down: every library in the process may use it, so `shutdown()`
+    /// on it does nothing.
+    public static let shared = TimerEngine(checked: sharedConfiguration, isShared: true)
 
     /// Creates an engine whose timers GCD fires.
     ///
@@ -49,10 +52,23 @@ extension TimerEngine: BackendArmingsFiring {
     /// releases every handler. A running ``SafeDispatchTimer`` on it is then cancelled; a
     /// suspended one stays suspended, and resuming it returns `false`. Timers scheduled on
     /// it afterwards return `false`. Idempotent. From a handler on the queue of any engine
-    /// it returns without waiting.
+    /// it returns without waiting. On ``shared`` it does nothing.
+    @available(*, noasync, message: "Blocks a thread while a handler runs; use `await shutdown()`")
     public func shutdown() {
+        guard !self.isShared else { return }
         for timer in self.armings.stop() { timer.released() }
         if DispatchQueue.getSpecific(key: Self.firingQueueKey) == nil { self.firingQueue.sync {} }
+    }
+
+    /// Stops the engine as `shutdown()` does, suspending the task, not blocking its
+    /// thread, while a running handler finishes. On ``shared`` it does nothing.
+    public func shutdown() async {
+        guard !self.isShared else { return }
+        for timer in self.armings.stop() { timer.released() }
+        guard DispatchQueue.getSpecific(key: Self.firingQueueKey) == nil else { return }
+        await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
+            self.firingQueue.async { stopped.resume() }
+        }
     }
 
     /// The timers armed now; every other counter is zero, as GCD reports none of them.

@@ -126,6 +126,17 @@ public final class TimerEngine: Sendable {
     #if Engine
     /// The engine every timer uses unless told otherwise, created on first use.
     ///
+    /// It is made for a server: ``sharedConfiguration``, one shard per CPU, so threads that
+    /// arm and cancel timers at once take different locks and heaps. What that gives up:
+    /// equal deadlines fire in the order they were scheduled only among timers scheduled from
+    /// the same shard's threads, and timers of several shards due at one wake-up fire shard by
+    /// shard rather than in deadline order across shards (each still fires within its own
+    /// leeway window, never early). A program that needs one global order for equal deadlines
+    /// makes an engine with `shards: 1`.
+    ///
+    /// Nothing can shut it down: every library in the process may use it, so
+    /// `shutdown()` on it does nothing.
+    ///
     /// Should it fail to start (no descriptors left), timers on it refuse to schedule. In a
     /// forked child it is a new engine, created on first use there, also in a child forked
     /// while another thread was creating the parent's.
@@ -140,7 +151,7 @@ public final class TimerEngine: Sendable {
             mtr_shared_unlock(Unmanaged.passUnretained(stored).toOpaque())
             return stored
         }
-        let fresh = TimerEngine(orUnavailable: Configuration())
+        let fresh = TimerEngine(orUnavailable: Self.sharedConfiguration)
         mtr_shared_unlock(Unmanaged.passRetained(fresh).toOpaque())
         // The slot's hold on the inherited engine, let go of unlocked: its end releases
         // handlers, which may use the shared engine.
@@ -150,6 +161,9 @@ public final class TimerEngine: Sendable {
 
     /// The configuration the engine was created with.
     public let configuration: Configuration
+
+    /// Whether this is ``shared``, which `shutdown()` leaves running.
+    let isShared: Bool
 
     // Freed only in deinit: every armed timer holds the engine, so nothing can race it.
     nonisolated(unsafe) let raw: OpaquePointer?
@@ -168,12 +182,15 @@ public final class TimerEngine: Sendable {
     ///   The corresponding C function is `mtr_engine_create`.
     public init(configuration: Configuration = Configuration()) throws(TimerError) {
         self.configuration = configuration
+        self.isShared = false
         self.raw = try Self.start(configuration)
         self.expirySets = Self.expirySetTables(configuration)
     }
 
+    /// The shared engine: one that may fail to start, and that no one stops.
     private init(orUnavailable configuration: Configuration) {
         self.configuration = configuration
+        self.isShared = true
         self.raw = try? Self.start(configuration)
         self.expirySets = Self.expirySetTables(configuration)
     }
@@ -217,9 +234,37 @@ public final class TimerEngine: Sendable {
     /// if it is this engine's): a firing thread never waits for another, so engines whose
     /// handlers shut each other down cannot deadlock.
     ///
+    /// It blocks the calling thread while a handler runs, so `async` code calls
+    /// `await shutdown()`, which waits without holding a thread of the concurrency pool.
+    /// On ``shared`` it does nothing: every library in the process may use that engine, so
+    /// none of them may stop it under the others.
+    ///
     /// The corresponding C function is `mtr_engine_stop`.
+    @available(*, noasync, message: "Blocks a thread while a handler runs; use `await shutdown()`")
     public func shutdown() {
-        if let raw = self.raw { mtr_engine_stop(raw) }
+        self.stop()
+    }
+
+    /// Stops the engine as `shutdown()` does, suspending the task, not blocking its
+    /// thread, while a running handler finishes.
+    ///
+    /// On ``shared`` it does nothing, as the blocking form.
+    ///
+    /// The corresponding C function is `mtr_engine_stop`.
+    public func shutdown() async {
+        guard !self.isShared, self.raw != nil else { return }
+        // The stop waits for a running handler: on a thread of its own, never the pool's.
+        await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.stop()
+                stopped.resume()
+            }
+        }
+    }
+
+    private func stop() {
+        guard !self.isShared, let raw = self.raw else { return }
+        mtr_engine_stop(raw)
     }
 
     /// Whether ``shutdown()`` was called, so a timer whose arming the stop drops can tell it
@@ -274,6 +319,9 @@ public final class TimerEngine: Sendable {
     /// The configuration the engine was created with.
     public let configuration: Configuration
 
+    /// Whether this is ``shared``, which `shutdown()` leaves running.
+    let isShared: Bool
+
     /// What GCD fires for this engine (see TimerEngine+Dispatch.swift).
     let armings: BackendArmings
 
@@ -281,10 +329,18 @@ public final class TimerEngine: Sendable {
     /// firing thread.
     let firingQueue: DispatchQueue
 
-    init(checked configuration: Configuration) {
+    init(checked configuration: Configuration, isShared: Bool = false) {
         self.configuration = configuration
+        self.isShared = isShared
         self.firingQueue = Self.makeFiringQueue(configuration)
         self.armings = BackendArmings(DispatchBackend(fallbackQueue: self.firingQueue))
     }
     #endif
+
+    /// How ``shared`` runs: one shard per CPU online (at most ``Configuration/maximumShards``),
+    /// normal scheduling, no affinity, no spin window.
+    public static var sharedConfiguration: Configuration {
+        let online = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        return Configuration(shards: min(max(online, 1), Configuration.maximumShards))
+    }
 }

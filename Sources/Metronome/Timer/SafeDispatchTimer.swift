@@ -35,7 +35,7 @@
 /// ``resume()``. A handler that captures the timer's owner strongly therefore keeps the
 /// owner alive until the timer is cancelled, not for good.
 ///
-/// An engine's ``TimerEngine/shutdown()`` cancels the running timers it stops, which
+/// An engine's `shutdown()` cancels the running timers it stops, which
 /// releases their handlers. A backend that can arm no more (an engine that was shut down)
 /// refuses: scheduling returns `false` and does nothing; a reschedule or resume returns
 /// `false` and leaves the timer cancelled, since its previous arming is already gone.

@@ -1,0 +1,99 @@
+import Glibc
+import Synchronization
+
+/// One deadline's task and how the deadline ended, decided by one atomic word: the firing
+/// thread (or a stopping engine) cancels the task only while the deadline's scope is still
+/// open, and the scope waits for a cancellation under way before it returns. So a deadline
+/// never cancels its task after the call that set it has returned.
+///
+/// Unchecked: `UnsafeCurrentTask` is not `Sendable`, but the one call made on it from
+/// another thread, `cancel()`, is one that `Task` offers too and is safe from any thread;
+/// the reference it holds keeps the task's memory alive as long as this object lives.
+final class DeadlineWatch: @unchecked Sendable {
+    /// Where the deadline stands.
+    enum Phase: UInt8 {
+        /// The timer is being armed.
+        case arming
+        /// The timer is armed and the operation may run.
+        case armed
+        /// The firing thread or a stopping engine is cancelling the task.
+        case cancelling
+        /// The deadline passed and the task was cancelled.
+        case timedOut
+        /// The engine stopped: the task was cancelled if the operation could have run.
+        case engineStopped
+        /// The scope ended first; nothing touches the task any more.
+        case ended
+    }
+
+    private let task: UnsafeCurrentTask
+    private let phase = Atomic<UInt8>(Phase.arming.rawValue)
+
+    init(task: UnsafeCurrentTask) {
+        self.task = task
+    }
+
+    /// The timer fired: cancels the task unless the scope has ended.
+    func deadlinePassed() {
+        if !self.cancel(from: .armed, endingAs: .timedOut) { _ = self.cancel(from: .arming, endingAs: .timedOut) }
+    }
+
+    /// The engine let go of the timer's handler without running it. During the arming that
+    /// is a refusal or a stop that the scope reports itself, so nothing is cancelled;
+    /// afterwards the engine stopped under a running operation, which is cancelled.
+    func engineLetGo() {
+        if self.phase.compareExchange(
+            expected: Phase.arming.rawValue, desired: Phase.engineStopped.rawValue, ordering: .acquiringAndReleasing
+        ).exchanged {
+            return
+        }
+        _ = self.cancel(from: .armed, endingAs: .engineStopped)
+    }
+
+    /// The arming succeeded; `false` if the engine stopped meanwhile, and the operation must
+    /// not start.
+    func armed() -> Bool {
+        let (exchanged, phase) = self.phase.compareExchange(
+            expected: Phase.arming.rawValue, desired: Phase.armed.rawValue, ordering: .acquiringAndReleasing)
+        return exchanged || phase != Phase.engineStopped.rawValue
+    }
+
+    /// Closes the scope and tells how the deadline ended: `.ended` when nothing cancelled the
+    /// task. Waits out a cancellation under way on another thread, which takes no longer than
+    /// the task's cancellation handlers.
+    func end() -> Phase {
+        while true {
+            let (exchanged, phase) = self.phase.compareExchange(
+                expected: Phase.armed.rawValue, desired: Phase.ended.rawValue, ordering: .acquiringAndReleasing)
+            if exchanged { return .ended }
+            guard phase == Phase.cancelling.rawValue else { return Phase(rawValue: phase)! }
+            sched_yield()
+        }
+    }
+
+    /// Cancels the task if the deadline stands at `phase`, and records `ending`.
+    private func cancel(from phase: Phase, endingAs ending: Phase) -> Bool {
+        guard
+            self.phase.compareExchange(
+                expected: phase.rawValue, desired: Phase.cancelling.rawValue, ordering: .acquiringAndReleasing
+            ).exchanged
+        else { return false }
+        self.task.cancel()
+        self.phase.store(ending.rawValue, ordering: .releasing)
+        return true
+    }
+}
+
+/// Tells a ``DeadlineWatch`` when the engine lets go of the deadline's handler: held by the
+/// handler alone, so its deinit runs when the timer no longer can fire.
+final class DeadlineRelease: Sendable {
+    let watch: DeadlineWatch
+
+    init(_ watch: DeadlineWatch) {
+        self.watch = watch
+    }
+
+    deinit {
+        self.watch.engineLetGo()
+    }
+}
