@@ -6,7 +6,8 @@ import PackageDescription
 // (swift-argument-parser, hdrhistogram-swift), the micro-benchmarks (ordo-one/benchmark),
 // and the tests that need them (swift-async-algorithms; swift-log, swift-metrics and
 // swift-service-lifecycle, with the root's `Logging`, `Metrics` and `ServiceLifecycle`
-// traits on). It depends on the root by path.
+// traits on, beside its defaults: naming traits replaces them, and `Engine` is one). It
+// depends on the root by path.
 // From the root: `make jitter`, `make bench`, `make test`.
 //
 // `MallocInterposer` is ordo-one/benchmark's malloc-statistics backend on Swift 6.3+; naming
@@ -35,7 +36,7 @@ let package = Package(
         .executable(name: "metronome", targets: ["metronome"])
     ],
     dependencies: [
-        .package(name: "Metronome", path: "..", traits: ["Logging", "Metrics", "ServiceLifecycle"]),
+        .package(name: "Metronome", path: "..", traits: [.defaults, "Logging", "Metrics", "ServiceLifecycle"]),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),

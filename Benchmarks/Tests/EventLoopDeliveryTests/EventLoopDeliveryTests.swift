@@ -39,3 +39,43 @@ struct EventLoopDeliveryTests {
         try await group.shutdownGracefully()
     }
 }
+
+// swift-format-ignore
+/// The snippets of "Metronome in a server", section "Delivery on an event loop", as the
+/// article shows them.
+@Suite
+struct EventLoopArticleSnippetTests {
+    actor Session {
+        private var pings = 0
+        private lazy var keepalive = SafeDispatchTimer(isolatedTo: self)
+
+        func start() {
+            self.keepalive.schedule(after: .seconds(15), every: .seconds(15)) { [weak self] in
+                self?.assumeIsolated { $0.pings += 1 }
+            }
+        }
+
+        func stop() async { await self.keepalive.cancelAndAwaitHandlers() }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func deliveryOnAnEventLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let eventLoop = group.next()
+        let flushed = Atomic<Int>(0)
+        @Sendable func flushPendingWrites() { flushed.add(1, ordering: .relaxed) }
+
+        let flush = SafeDispatchTimer(executor: eventLoop.executor)
+        flush.schedule(after: .milliseconds(50), every: .milliseconds(50)) {
+            eventLoop.preconditionInEventLoop()
+            flushPendingWrites()
+        }
+
+        while flushed.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        await flush.cancelAndAwaitHandlers()
+        let session = Session()
+        await session.start()
+        await session.stop()
+        try await group.shutdownGracefully()
+    }
+}

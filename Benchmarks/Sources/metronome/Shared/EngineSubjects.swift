@@ -15,7 +15,8 @@ struct SafeTimerJitterSubject: JitterSubject {
         let timers = (0..<config.timers).map { index in
             let timer = SafeDispatchTimer(backend: self.backend, clock: config.clock.timerClock)
             timer.schedule(
-                at: TimerInstant(nanoseconds: config.deadline(timer: index, tick: 0, start: start)),
+                at: TimerInstant(
+                    nanoseconds: config.deadline(timer: index, tick: 0, start: start), clock: config.clock.timerClock),
                 every: .nanoseconds(config.intervalNanoseconds),
                 leeway: .nanoseconds(config.leewayNanoseconds)
             ) { tick in
