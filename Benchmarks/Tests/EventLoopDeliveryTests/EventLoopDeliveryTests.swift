@@ -54,8 +54,6 @@ struct EventLoopArticleSnippetTests {
                 self?.assumeIsolated { $0.pings += 1 }
             }
         }
-
-        func stop() async { await self.keepalive.cancelAndAwaitHandlers() }
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -73,9 +71,14 @@ struct EventLoopArticleSnippetTests {
 
         while flushed.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(5)) }
         await flush.cancelAndAwaitHandlers()
-        let session = Session()
-        await session.start()
-        await session.stop()
+        // The session's timer goes with the session: it holds the actor weakly.
+        weak var released: Session?
+        do {
+            let session = Session()
+            released = session
+            await session.start()
+        }
+        #expect(released == nil)
         try await group.shutdownGracefully()
     }
 }
