@@ -2,7 +2,7 @@ import Metronome
 import NIOCore
 
 /// The server's timers on a Metronome engine of its own: an `ExpiringValue` per connection,
-/// request deadlines sleeping on `EngineClock`, and a repeating `SafeDispatchTimer` flush.
+/// request deadlines with `withTimeout`, and a repeating `SafeDispatchTimer` flush.
 final class MetronomeTimers: ServerTimers {
     /// Its own engine rather than `.shared`, so that its counters are this server's alone.
     private let engine: TimerEngine
@@ -22,8 +22,16 @@ final class MetronomeTimers: ServerTimers {
         try channel.pipeline.syncOperations.addHandler(handler)
     }
 
-    func sleep(for timeout: Duration, on loop: any EventLoop) async throws {
-        try await Task.sleep(for: timeout, clock: EngineClock(backend: .engine(self.engine)))
+    /// The work runs in the request's own task; one engine timer cancels that task at the
+    /// deadline. No child task, no second timer.
+    func withDeadline<Result: Sendable>(
+        _ timeout: Duration, on loop: any EventLoop, _ work: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        do {
+            return try await withTimeout(timeout, engine: self.engine) { try await work() }
+        } catch is TimeoutError {
+            throw DeadlineExceeded()
+        }
     }
 
     func startFlushing(every interval: Duration, _ flush: @escaping @Sendable () -> Void) {
@@ -36,7 +44,7 @@ final class MetronomeTimers: ServerTimers {
         // Every connection is closed by now, so every idle timeout and deadline was
         // disarmed: what is still armed leaked.
         let counters = self.engine.counters
-        self.engine.shutdown()
+        await self.engine.shutdown()
         return [
             "timers": "\"metronome\"", "engine_armed": "\(counters.armed)", "engine_wakeups": "\(counters.wakeups)",
             "engine_fired": "\(counters.fired)",

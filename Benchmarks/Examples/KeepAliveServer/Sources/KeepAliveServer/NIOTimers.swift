@@ -22,13 +22,26 @@ final class NIOTimers: ServerTimers {
         )
     }
 
-    func sleep(for timeout: Duration, on loop: any EventLoop) async throws {
-        let scheduled = loop.scheduleTask(in: TimeAmount(timeout)) {}
-        // A cancelled scheduled task fails its future, which ends the wait.
-        try await withTaskCancellationHandler {
-            try await scheduled.futureResult.get()
-        } onCancel: {
-            scheduled.cancel()
+    /// The task-group idiom: the work races a scheduled task on the request's loop;
+    /// whichever finishes first decides, and the other is cancelled.
+    func withDeadline<Result: Sendable>(
+        _ timeout: Duration, on loop: any EventLoop, _ work: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                let scheduled = loop.scheduleTask(in: TimeAmount(timeout)) {}
+                // A cancelled scheduled task fails its future, which ends the wait.
+                try await withTaskCancellationHandler {
+                    try await scheduled.futureResult.get()
+                } onCancel: {
+                    scheduled.cancel()
+                }
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard case .some(.some(let result)) = try await group.next() else { throw DeadlineExceeded() }
+            return result
         }
     }
 

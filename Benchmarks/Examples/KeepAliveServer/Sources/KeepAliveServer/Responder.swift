@@ -14,7 +14,7 @@ struct Responder: Sendable {
         if request.uri == "/stats" { return (.ok, self.counters.json() + "\n") }
         let uri = request.uri
         do {
-            let body = try await withRequestDeadline(self.deadline, timers: self.timers, on: loop) {
+            let body = try await self.timers.withDeadline(self.deadline, on: loop) {
                 Self.work(on: uri)
             }
             return (.ok, body)

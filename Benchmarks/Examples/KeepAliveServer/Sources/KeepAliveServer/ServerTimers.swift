@@ -7,9 +7,10 @@ protocol ServerTimers: Sendable {
     /// (and counts that in `idleClosed`). Called on the channel's event loop.
     func addIdleTimeout(to channel: any Channel) throws
 
-    /// Waits `timeout` on a request's behalf: the timer that bounds its work. Cancelling
-    /// the calling task (the work finished first) disarms the timer and throws.
-    func sleep(for timeout: Duration, on loop: any EventLoop) async throws
+    /// Runs a request's `work`, throwing ``DeadlineExceeded`` if `timeout` passes first.
+    func withDeadline<Result: Sendable>(
+        _ timeout: Duration, on loop: any EventLoop, _ work: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result
 
     /// Calls `flush` every `interval` until ``stop()``.
     func startFlushing(every interval: Duration, _ flush: @escaping @Sendable () -> Void)
