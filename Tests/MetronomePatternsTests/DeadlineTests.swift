@@ -2,8 +2,8 @@ import Glibc
 import Metronome
 import Testing
 
-/// `withTimeout` and `withDeadline` on an engine of the suite's own, whose `armed` counter
-/// shows that no deadline's timer outlives its call.
+/// `withTimeout` and `withDeadline` on an engine of each test's own, whose `armed` counter
+/// back at zero shows that no deadline's timer outlives its call.
 @Suite(.serialized)
 struct DeadlineTests {
     let engine: TimerEngine
@@ -16,14 +16,13 @@ struct DeadlineTests {
 
     @Test(.timeLimit(.minutes(1)))
     func resultAndOwnErrorPassThroughAndDisarm() async throws {
-        let armed = self.engine.counters.armed
         let value = try await withTimeout(.seconds(60), engine: self.engine) { 42 }
         #expect(value == 42)
-        #expect(self.engine.counters.armed == armed)
+        #expect(self.engine.counters.armed == 0)
         await #expect(throws: OwnError()) {
             try await withDeadline(ContinuousClock.now + .seconds(60), engine: self.engine) { throw OwnError() }
         }
-        #expect(self.engine.counters.armed == armed)
+        #expect(self.engine.counters.armed == 0)
         #expect(!Task.isCancelled, "a deadline that did not pass cancels nothing")
     }
 
@@ -32,7 +31,6 @@ struct DeadlineTests {
     /// deadline passed before it began (a stalled machine) throws without running.
     @Test(.timeLimit(.minutes(1)))
     func cancellationComesAtOrAfterTheDeadline() async throws {
-        let armed = self.engine.counters.armed
         let engine = self.engine
         var ran = 0
         for round in 0..<20 {
@@ -59,7 +57,7 @@ struct DeadlineTests {
             ran += continuous.count + suspending.count
         }
         #expect(ran > 0, "no call began before its deadline")
-        #expect(self.engine.counters.armed == armed)
+        #expect(self.engine.counters.armed == 0)
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -91,7 +89,6 @@ struct DeadlineTests {
     @Test(.timeLimit(.minutes(1)))
     func anOuterDeadlineReachesTheInnerOperation() async throws {
         let engine = self.engine
-        let armed = engine.counters.armed
         let inner = Recorder<String>()
         let outcome = await Task {
             try await withTimeout(.milliseconds(5), engine: engine) {
@@ -106,13 +103,12 @@ struct DeadlineTests {
         #expect(throws: TimeoutError()) { try outcome.get() }
         // The inner deadline did not pass: the inner call passes the cancellation on as it is.
         #expect(inner.entries == ["CancellationError"])
-        #expect(engine.counters.armed == armed)
+        #expect(engine.counters.armed == 0)
     }
 
     @Test(.timeLimit(.minutes(1)))
     func anInnerDeadlineEndsOnlyTheInnerOperation() async throws {
         let engine = self.engine
-        let armed = engine.counters.armed
         let outcome = await Task {
             try await withTimeout(.seconds(60), engine: engine) {
                 let inner = await Task {
@@ -123,7 +119,7 @@ struct DeadlineTests {
             }
         }.result
         #expect(try outcome.get() == false)
-        #expect(engine.counters.armed == armed)
+        #expect(engine.counters.armed == 0)
     }
 
     /// A task cancelled before the call still runs the operation, which sees the
@@ -131,7 +127,6 @@ struct DeadlineTests {
     @Test(.timeLimit(.minutes(1)))
     func anAlreadyCancelledTaskRunsTheOperation() async throws {
         let engine = self.engine
-        let armed = engine.counters.armed
         let outcome = await Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await withTimeout(.seconds(60), engine: engine) {
@@ -140,7 +135,7 @@ struct DeadlineTests {
             }
         }.result
         #expect(throws: CancellationError.self) { try outcome.get() }
-        #expect(engine.counters.armed == armed)
+        #expect(engine.counters.armed == 0)
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -98,29 +98,12 @@ public func withDeadline<Success>(
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws -> Success
 ) async throws -> Success {
-    try await withEngineDeadline(
-        TimerInstant(deadline).nanoseconds, on: .boottime, leeway: leeway,
-        engine: engine, isolation: isolation,
-        operation: operation)
+    try await withDeadline(
+        TimerInstant(deadline), leeway: leeway, engine: engine, isolation: isolation, operation: operation)
 }
 
-/// Runs `operation` in the current task and cancels the task if it is still running at
-/// `deadline` on `SuspendingClock`.
-///
-/// `SuspendingClock` reads `CLOCK_MONOTONIC` on Linux, the engine's
-/// ``TimerClock/monotonic`` (and `DispatchTime`'s), which stops while the machine is
-/// suspended; the deadline is armed on that clock as it is. Every other rule is as
-/// ``withTimeout(_:leeway:engine:isolation:operation:)`` says.
-///
-/// - Parameters:
-///   - deadline: When the task is cancelled if the operation still runs.
-///   - leeway: How late the cancellation may come; a negative leeway counts as none.
-///   - engine: The engine whose firing thread cancels the task.
-///   - isolation: The caller's actor, inherited.
-///   - operation: The work to bound.
-/// - Returns: What `operation` returned.
-/// - Throws: ``TimeoutError`` when the deadline passed and the operation then threw;
-///   ``TimerError/engineShutDown`` for an engine shut down; the operation's own error.
+/// `withDeadline` for a deadline on `SuspendingClock`, which reads `CLOCK_MONOTONIC` on
+/// Linux: it is armed on ``TimerClock/monotonic`` (the clock of `DispatchTime`) as it is.
 public func withDeadline<Success>(
     _ deadline: SuspendingClock.Instant,
     leeway: Duration = .zero,
@@ -128,26 +111,12 @@ public func withDeadline<Success>(
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws -> Success
 ) async throws -> Success {
-    try await withEngineDeadline(
-        TimerInstant(deadline).nanoseconds, on: .monotonic, leeway: leeway,
-        engine: engine, isolation: isolation,
-        operation: operation)
+    try await withDeadline(
+        TimerInstant(deadline), leeway: leeway, engine: engine, isolation: isolation, operation: operation)
 }
 
-/// Runs `operation` in the current task and cancels the task if it is still running at
-/// `deadline`, on the deadline's own clock (a wall-clock deadline follows the wall clock's
-/// steps). Every other rule is as ``withTimeout(_:leeway:engine:isolation:operation:)``
-/// says.
-///
-/// - Parameters:
-///   - deadline: When the task is cancelled if the operation still runs.
-///   - leeway: How late the cancellation may come; a negative leeway counts as none.
-///   - engine: The engine whose firing thread cancels the task.
-///   - isolation: The caller's actor, inherited.
-///   - operation: The work to bound.
-/// - Returns: What `operation` returned.
-/// - Throws: ``TimeoutError`` when the deadline passed and the operation then threw;
-///   ``TimerError/engineShutDown`` for an engine shut down; the operation's own error.
+/// `withDeadline` for a deadline on one of the engine's clocks, armed on that clock (a
+/// wall-clock deadline follows the wall clock's steps).
 public func withDeadline<Success>(
     _ deadline: TimerInstant,
     leeway: Duration = .zero,
