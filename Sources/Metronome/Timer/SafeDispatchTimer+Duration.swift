@@ -35,7 +35,8 @@ extension SafeDispatchTimer {
         leeway: Duration = .zero,
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
-        (try? self.start(after: delay, every: period, leeway: leeway, handler: handler)) ?? false
+        guard let schedule = try? self.core.schedule(after: delay, every: period, leeway: leeway) else { return false }
+        return self.arm(schedule, handler: handler)
     }
 
     /// ``schedule(after:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` with a handler that
@@ -64,7 +65,10 @@ extension SafeDispatchTimer {
         leeway: Duration = .zero,
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
-        (try? self.start(at: deadline, every: period, leeway: leeway, handler: handler)) ?? false
+        guard deadline.clock == self.clock,
+            let schedule = try? TimerCore.schedule(at: deadline.nanoseconds, every: period, leeway: leeway)
+        else { return false }
+        return self.arm(schedule, handler: handler)
     }
 
     /// ``schedule(at:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` with a handler that takes
