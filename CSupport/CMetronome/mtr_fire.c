@@ -138,7 +138,10 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
  * or re-armed since, like a repeating timer that outran its period or a
  * callback re-arming in the past, waits for the next wake-up, so that no
  * heap keeps the one firing thread from the others. The batch holds only
- * entries taken in this pass and is always drained within it.
+ * entries taken in this pass and is always drained within it. Such a newcomer
+ * at the heap's top ends the pass there: due timers behind it fire at the
+ * next wake-up, which follows at once, in key order with it; reaching past it
+ * would cost a scan of the heap on every arm made from a callback.
  */
 static bool
 mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
