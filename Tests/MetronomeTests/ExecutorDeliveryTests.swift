@@ -9,6 +9,8 @@ import Testing
 final class MarkedExecutor: SerialExecutor {
     static let key = DispatchSpecificKey<ObjectIdentifier>()
     let queue = DispatchQueue(label: "marked-executor")
+    /// Jobs enqueued so far.
+    let enqueued = Atomic<Int>(0)
 
     init() {
         self.queue.setSpecific(key: Self.key, value: ObjectIdentifier(self))
@@ -19,6 +21,7 @@ final class MarkedExecutor: SerialExecutor {
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
+        self.enqueued.add(1, ordering: .relaxed)
         let job = UnownedJob(job)
         let executor = self.asUnownedSerialExecutor()
         self.queue.async { job.runSynchronously(on: executor) }
@@ -131,6 +134,23 @@ struct ExecutorDeliveryTests {
         let after = count.withLock { $0 }
         try await Task.sleep(for: .milliseconds(20))
         #expect(count.withLock { $0 } == after)
+    }
+
+    /// Once `cancelAndAwaitHandlers` returns, nothing of the timer's reaches the executor
+    /// any more, a delivery that was on its way included: the executor may be shut down.
+    @Test(.timeLimit(.minutes(1)))
+    func nothingReachesTheExecutorAfterCancelAndAwaitHandlers() async throws {
+        for _ in 0..<20 {
+            let executor = MarkedExecutor()
+            let timer = SafeDispatchTimer(executor: executor)
+            let count = LockedCondition(0)
+            #expect(timer.schedule(after: .zero, every: .microseconds(100)) { count.update { $0 += 1 } })
+            #expect(await eventually(timeout: .seconds(30)) { count.withLock { $0 >= 2 } })
+            await timer.cancelAndAwaitHandlers()
+            let jobs = executor.enqueued.load(ordering: .relaxed)
+            try await Task.sleep(for: .milliseconds(5))
+            #expect(executor.enqueued.load(ordering: .relaxed) == jobs)
+        }
     }
 
     /// An actor that owns its timer is not kept alive by it.

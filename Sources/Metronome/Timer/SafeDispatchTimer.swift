@@ -310,7 +310,8 @@ public final class SafeDispatchTimer: Sendable {
     /// the handler that finishes last resumes the task. Once this returns, no handler of
     /// the timer runs until it is scheduled again. Cancelling the calling task does not cut
     /// the wait short: a handler cannot be interrupted, and returning before it finished
-    /// would break the guarantee.
+    /// would break the guarantee. On an executor it also waits for a delivery still on its
+    /// way there, so the executor (an event loop) may be shut down once this returns.
     ///
     /// ```swift
     /// await timer.cancelAndAwaitHandlers()

@@ -162,19 +162,29 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
         }?.wait()
     }
 
+    /// Also waits for a delivery still on its way to an executor: once this returns, nothing
+    /// of the timer's is left to run there, so the executor (an event loop) may be shut
+    /// down. The blocking form does not wait for that: called on the executor itself, it
+    /// would wait for a job queued behind its own caller.
     func cancelAndAwaitHandlers() async {
         _ = self.cancel()
+        let deliveries: Bool
+        if case .executor = self.delivery { deliveries = true } else { deliveries = false }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if self.waitForHandlers({ (.suspended(continuation), ()) }) == nil { continuation.resume() }
+            let queued = self.waitForHandlers(includingDeliveries: deliveries) { (.suspended(continuation), true) }
+            if queued == nil { continuation.resume() }
         }
     }
 
     /// Queues the waiter `makeWaiter` builds, and returns what comes with it, only while a
-    /// handler runs; `nil` when none does, and nothing is made.
-    private func waitForHandlers<Wait>(_ makeWaiter: () -> (TimerState.HandlerWaiter, Wait)) -> Wait? {
+    /// handler runs (or, with `includingDeliveries`, a delivery is under way); `nil` when
+    /// none is, and nothing is made.
+    private func waitForHandlers<Wait>(
+        includingDeliveries: Bool = false, _ makeWaiter: () -> (TimerState.HandlerWaiter, Wait)
+    ) -> Wait? {
         let fork = mtr_fork_generation()
         return self.withLockedStorage { storage in
-            guard storage.isHandlerRunning, storage.isBusy(inFork: fork) else { return nil }
+            guard storage.isHandlerRunning || includingDeliveries, storage.isBusy(inFork: fork) else { return nil }
             let (waiter, wait) = makeWaiter()
             storage.waitingMade().callers.append(waiter)
             return wait
@@ -276,6 +286,7 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
         var admitted = admitted
         while let firing = next {
             var running: TimerState.Handler?
+            var callers: [TimerState.HandlerWaiter]?
             next = self.withLockedStorage { storage -> TimerState.Firing? in
                 guard admitted || storage.admit(firing, inFork: fork) else { return nil }
                 if storage.arming == firing.arming,
@@ -289,8 +300,12 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
                         return nil
                     }
                 }
-                return storage.nextFiring()
+                // A delivery that ends without a handler frees who waited for it.
+                let next = storage.nextFiring()
+                if next == nil { callers = storage.takeCallers() }
+                return next
             }
+            callers?.forEach { $0.release() }
             admitted = true
             if running != nil { next = self.run(&running, firing.tick, inFork: fork) }
             if let following = next, let delivery {

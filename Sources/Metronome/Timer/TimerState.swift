@@ -80,15 +80,17 @@ struct TimerState {
     }
 
     /// Takes `firing` for delivery, or has it wait its turn behind the one under way.
-    /// A firing of an arming no longer current is dropped: it would run nothing.
+    /// A firing of an arming no longer current, or of a timer no longer running, is
+    /// dropped here: it would run nothing, and a cancelled timer hands nothing more to its
+    /// queue or executor.
     mutating func admit(_ firing: Firing, inFork fork: UInt32) -> Bool {
+        guard firing.arming == self.arming, case .running = self.machine.state else { return false }
         guard self.isBusy(inFork: fork) else {
             self.isDelivering = true
             self.isHandlerRunning = false
             self.deliveringInFork = fork
             return true
         }
-        guard firing.arming == self.arming, case .running = self.machine.state else { return false }
         let waiting = self.waitingMade()
         waiting.firing = waiting.firing.map { firing.merged(after: $0) } ?? firing
         return false
@@ -102,14 +104,16 @@ struct TimerState {
         return waiting
     }
 
-    /// Ends a firing's turn: the firing that waited, if any, takes it.
+    /// Ends a firing's turn: the firing that waited, if any, takes it, unless it went stale
+    /// while it waited (a cancel, a reschedule) and would run nothing.
     mutating func nextFiring() -> Firing? {
-        guard let firing = self.waiting?.firing else {
+        let waited = self.waiting?.firing
+        self.waiting?.firing = nil
+        self.dropWaitingIfEmpty()
+        guard let firing = waited, firing.arming == self.arming, case .running = self.machine.state else {
             self.isDelivering = false
             return nil
         }
-        self.waiting?.firing = nil
-        self.dropWaitingIfEmpty()
         return firing
     }
 
