@@ -35,6 +35,22 @@ struct OneAPITests {
         #expect(timer.currentSchedule?.deadlineNanoseconds == 5)
     }
 
+    /// Instants of different clocks sort, with one of `<`, `==`, `>` holding for any two.
+    @Test
+    func instantsOfEveryClockAreTotallyOrdered() {
+        let instants = [5, 6, 7].flatMap { nanoseconds in
+            TimerClock.allCases.map { TimerInstant(nanoseconds: Int64(nanoseconds), clock: $0) }
+        }
+        for lhs in instants {
+            for rhs in instants {
+                let holding = [lhs < rhs, lhs == rhs, rhs < lhs].filter { $0 }.count
+                #expect(holding == 1, "\(lhs) on \(lhs.clock), \(rhs) on \(rhs.clock)")
+            }
+        }
+        #expect(Set(instants).count == 9)
+        #expect(instants.sorted() == instants)
+    }
+
     @Test
     func ticksCarryTheirTimersClock() {
         let timeline = ManualTimeline()

@@ -22,6 +22,15 @@ public enum TimerClock: Sendable, Hashable, CaseIterable {
         return TimerInstant(nanoseconds: Int64(time.tv_sec) * nanosecondsPerSecond + Int64(time.tv_nsec), clock: self)
     }
 
+    /// The clock's place in the order of instants with equal nanoseconds.
+    var rank: Int {
+        switch self {
+        case .monotonic: 0
+        case .boottime: 1
+        case .wall: 2
+        }
+    }
+
     /// The POSIX clock of the same name, which the engine's timerfds use too. Darwin names
     /// them otherwise: its `CLOCK_MONOTONIC` counts through sleep, and `DispatchTime` is
     /// on `CLOCK_UPTIME_RAW`.

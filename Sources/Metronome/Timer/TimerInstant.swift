@@ -3,8 +3,9 @@
 /// An instant knows its clock, so a deadline read on one clock is never armed on another:
 /// every call that takes an instant refuses one of a clock other than its own (a timer's
 /// `schedule(at:)` returns `false`, an ``EngineClock`` sleep throws
-/// ``TimerError/invalidArgument``). Instants of different clocks compare by their
-/// nanoseconds alone, which means nothing; durations between them likewise.
+/// ``TimerError/invalidArgument``). Instants of different clocks still sort (by their
+/// nanoseconds, then by clock), but their order and the durations between them mean
+/// nothing.
 public struct TimerInstant: InstantProtocol, Sendable, Hashable, Comparable, CustomStringConvertible {
     /// Nanoseconds since the clock's epoch (boot for monotonic and boottime, 1970 for wall).
     public var nanoseconds: Int64
@@ -35,8 +36,10 @@ public struct TimerInstant: InstantProtocol, Sendable, Hashable, Comparable, Cus
         .nanoseconds(other.nanoseconds) - .nanoseconds(self.nanoseconds)
     }
 
+    /// By nanoseconds, and instants of different clocks with equal nanoseconds by clock, so
+    /// that the order stays total and agrees with `==`.
     public static func < (lhs: TimerInstant, rhs: TimerInstant) -> Bool {
-        lhs.nanoseconds < rhs.nanoseconds
+        lhs.nanoseconds != rhs.nanoseconds ? lhs.nanoseconds < rhs.nanoseconds : lhs.clock.rank < rhs.clock.rank
     }
 
     /// Equal instants are the same nanosecond on the same clock.
