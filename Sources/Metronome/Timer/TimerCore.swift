@@ -1,4 +1,5 @@
 @preconcurrency import Dispatch
+
 #if Engine
 internal import CMetronome
 #endif
@@ -111,12 +112,16 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     static func schedule(at deadline: Int64, every period: Duration?, leeway: Duration) throws(TimerError)
         -> TimerSchedule
     {
-        if let period, period <= .zero { throw .invalid("period", "must be positive, not \(period)", in: "schedule") }
-        // Past the test above, nothing is left to refuse: the window is kept representable.
+        // A period under a nanosecond is none in the nanoseconds a schedule holds.
+        func refusal() -> TimerError {
+            .invalid("period", "must be at least a nanosecond, not \(period ?? .zero)", in: "schedule")
+        }
+        if let period, period < .nanoseconds(1) { throw refusal() }
+        // The deadline, leeway and window are made representable, so the schedule is valid.
         let schedule = Self.schedule(
             start: max(deadline, 0), period: period?.saturatingNanoseconds,
             leeway: max(leeway, .zero).saturatingNanoseconds)
-        guard let schedule else { throw .invalid("schedule", "cannot be represented", in: "schedule") }
+        guard let schedule else { throw refusal() }
         return schedule
     }
 
