@@ -61,8 +61,8 @@ def arguments():
         dict(connections=50, rate=500, warmup=0, duration=1, idle=20, idle_timeout_ms=2000, deadline_ms=10000,
              rounds=1)
         if options.smoke
-        else dict(connections=1000, rate=10000, warmup=3, duration=10, idle=100, idle_timeout_ms=3000,
-                  deadline_ms=1000, rounds=3)
+        else dict(connections=1000, rate=4000, warmup=2, duration=10, idle=100, idle_timeout_ms=3000,
+                  deadline_ms=1000, rounds=5)
     )
     for name, value in defaults.items():
         if getattr(options, name) is None:
