@@ -166,7 +166,7 @@ async def run_once(build, options):
     return row
 
 
-def violations(row, options):
+def violations(row):
     """What the run did wrong: behaviour only, never a figure."""
     server, load = row["server"], row["load"]
     found = []
@@ -185,10 +185,6 @@ def violations(row, options):
         found.append(f"{row['idle_early']} idle clients closed before the idle timeout")
     if server["idle_closed"] != row["idle_left"]:
         found.append(f"server closed {server['idle_closed']} connections as idle, {row['idle_left']} were left idle")
-    # A late close is a figure of a loaded machine, not a fault: counted in the row, and a
-    # violation only outside the smoke run.
-    if row["idle_late"] and not options.smoke:
-        found.append(f"{row['idle_late']} idle clients closed later than timeout + leeway + {SLACK_MS} ms")
     if server.get("engine_armed", 0) != 0:
         found.append(f"{server['engine_armed']} engine timers still armed at exit")
     if server["requests_answered"] < load["answered"] + load["connections"] + row["idle_left"]:
@@ -232,9 +228,14 @@ async def main():
             row = await run_once(build, options)
             results.setdefault(build, []).append((round, row))
             print(format_row(row, round), flush=True)
-            for violation in violations(row, options):
+            for violation in violations(row):
                 print(f"  VIOLATION ({build}): {violation}", flush=True)
                 failed = True
+            # Counted, not a fault: a host that stalls the server stalls its expiries too,
+            # and the round's p99 shows the stall.
+            if row["idle_late"]:
+                print(f"  late ({build}): {row['idle_late']} idle closes after timeout + leeway + {SLACK_MS} ms, "
+                      f"the last {row['idle_last_close_ms']} ms after its request", flush=True)
     if options.rounds > 1:
         print("\nmedian round per build (by CPU per request):")
         print(HEADER)
