@@ -68,6 +68,12 @@ def arguments():
         if getattr(options, name) is None:
             setattr(options, name, value)
     options.builds = options.builds.split(",")
+    # A loaded connection sends every connections / rate seconds, and waits out the ramp
+    # before its first: that must stay well inside the idle timeout, or the server rightly
+    # closes loaded connections as idle.
+    if options.connections / options.rate * 1000 * 2 > options.idle_timeout_ms:
+        parser.error(f"{options.connections} connections at {options.rate} requests/s send every "
+                     f"{options.connections / options.rate * 1000:.0f} ms each: raise --idle-timeout-ms past twice that")
     return options
 
 
