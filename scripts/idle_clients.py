@@ -58,14 +58,17 @@ async def open_idle_clients(port, count):
     return clients
 
 
-def summarize(clients, idle_timeout_s):
-    """What the idle clients saw: how many were answered, closed, and closed early."""
+def summarize(clients, idle_timeout_s, late_after_s):
+    """What the idle clients saw: how many were answered and closed, how many closed before
+    the idle timeout or later than `late_after_s`, and the first and last close."""
     closed = [c.closed_after for c in clients if c.closed_after is not None]
     return {
         "idle_left": len(clients),
         "idle_answered": sum(1 for c in clients if c.status == 200),
         "idle_seen_closed": len(closed),
         "idle_early": sum(1 for after in closed if after < idle_timeout_s),
-        "idle_min_close_ms": round(min(closed) * 1000, 1) if closed else None,
+        "idle_late": sum(1 for after in closed if after > late_after_s),
+        "idle_first_close_ms": round(min(closed) * 1000, 1) if closed else "-",
+        "idle_last_close_ms": round(max(closed) * 1000, 1) if closed else "-",
         "idle_errors": [c.error for c in clients if c.error][:3],
     }

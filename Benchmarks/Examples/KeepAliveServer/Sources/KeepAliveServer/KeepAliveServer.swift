@@ -1,4 +1,5 @@
 import Glibc
+import Metronome
 import NIOCore
 import NIOPosix
 
@@ -10,18 +11,17 @@ enum KeepAliveServer {
         let options: ServerOptions
         do {
             options = try ServerOptions.parse(CommandLine.arguments.dropFirst())
+        } catch is ServerOptions.HelpRequested {
+            emit(ServerOptions.usage)
+            exit(0)
         } catch {
             emit("keepalive-server: \(error)\n\(ServerOptions.usage)", to: STDERR_FILENO)
             exit(64)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: options.threads)
         let counters = ServerCounters()
-        let timers: any ServerTimers =
-            switch options.timers {
-            case .metronome: try MetronomeTimers(idleTimeout: options.idleTimeout, counters: counters)
-            case .nio: NIOTimers(idleTimeout: options.idleTimeout, counters: counters, flushLoop: group.next())
-            }
-        let responder = Responder(deadline: options.deadline, timers: timers, counters: counters)
+        let (timers, requestDeadline) = try self.build(options, group: group, counters: counters)
+        let responder = Responder(deadline: options.deadline, requestDeadline: requestDeadline, counters: counters)
         let connections = OpenConnections()
         let listener = try await HTTPListener.bind(
             options,
@@ -44,6 +44,33 @@ enum KeepAliveServer {
         let facts = await timers.stop()
         emit(counters.json(adding: facts))
         try await group.shutdownGracefully()
+    }
+
+    /// The timers of the build `options.timers` names; everything else is the same in every
+    /// build.
+    private static func build(
+        _ options: ServerOptions, group: MultiThreadedEventLoopGroup, counters: ServerCounters
+    ) throws -> (any ServerTimers, RequestDeadline) {
+        let build = options.timers
+        switch build.library {
+        case .none:
+            return (NoTimers(), build.shape == .loop ? .loop(NoDeadline()) : .task(NoDeadline()))
+        case .metronome:
+            let timers = try MetronomeTimers(idleTimeout: options.idleTimeout, counters: counters)
+            switch build.shape {
+            case .task: return (timers, .task(MetronomeTaskDeadline(engine: timers.engine)))
+            case .group:
+                return (timers, .task(MetronomeGroupDeadline(clock: EngineClock(backend: .engine(timers.engine)))))
+            case .loop: return (timers, .loop(MetronomeLoopDeadlines(engine: timers.engine)))
+            }
+        case .nio:
+            let timers = NIOTimers(idleTimeout: options.idleTimeout, counters: counters, flushLoop: group.next())
+            switch build.shape {
+            case .task: return (timers, .task(NIOTaskDeadline()))
+            case .group: return (timers, .task(NIOGroupDeadline()))
+            case .loop: return (timers, .loop(NIOLoopDeadlines()))
+            }
+        }
     }
 
     /// Writes `line` at once: the driver reads stdout through a pipe, where `print` would

@@ -1,11 +1,12 @@
 import Metronome
 import NIOCore
 
-/// The server's timers on a Metronome engine of its own: an `ExpiringValue` per connection,
-/// request deadlines with `withTimeout`, and a repeating `SafeDispatchTimer` flush.
+/// The server's timers on a Metronome engine of its own: an `ExpiringValue` per connection
+/// and a repeating `SafeDispatchTimer` flush. The request deadlines of the Metronome builds
+/// (``MetronomeTaskDeadline`` and its kin) share the engine.
 final class MetronomeTimers: ServerTimers {
     /// Its own engine rather than `.shared`, so that its counters are this server's alone.
-    private let engine: TimerEngine
+    let engine: TimerEngine
     private let idleTimeout: Duration
     private let counters: ServerCounters
     private let flushTimer: SafeDispatchTimer
@@ -20,18 +21,6 @@ final class MetronomeTimers: ServerTimers {
     func addIdleTimeout(to channel: any Channel) throws {
         let handler = ExpiringIdleHandler(lifetime: self.idleTimeout, engine: self.engine, counters: self.counters)
         try channel.pipeline.syncOperations.addHandler(handler)
-    }
-
-    /// The work runs in the request's own task; one engine timer cancels that task at the
-    /// deadline. No child task, no second timer.
-    func withDeadline<Result: Sendable>(
-        _ timeout: Duration, on loop: any EventLoop, _ work: @escaping @Sendable () async throws -> Result
-    ) async throws -> Result {
-        do {
-            return try await withTimeout(timeout, engine: self.engine) { try await work() }
-        } catch is TimeoutError {
-            throw DeadlineExceeded()
-        }
     }
 
     func startFlushing(every interval: Duration, _ flush: @escaping @Sendable () -> Void) {

@@ -1,8 +1,9 @@
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// The server's timers the way NIO builds them: `IdleStateHandler` per connection, request
-/// deadlines on `EventLoop.scheduleTask`, and `scheduleRepeatedTask` for the flush.
+/// The server's timers the way NIO builds them: `IdleStateHandler` per connection and
+/// `scheduleRepeatedTask` for the flush. The request deadlines of the NIO builds are
+/// ``NIOTaskDeadline`` and its kin.
 final class NIOTimers: ServerTimers {
     private let idleTimeout: TimeAmount
     private let counters: ServerCounters
@@ -20,29 +21,6 @@ final class NIOTimers: ServerTimers {
             IdleStateHandler(readTimeout: self.idleTimeout),
             IdleEventCloser(counters: self.counters)
         )
-    }
-
-    /// The task-group idiom: the work races a scheduled task on the request's loop;
-    /// whichever finishes first decides, and the other is cancelled.
-    func withDeadline<Result: Sendable>(
-        _ timeout: Duration, on loop: any EventLoop, _ work: @escaping @Sendable () async throws -> Result
-    ) async throws -> Result {
-        try await withThrowingTaskGroup(of: Result?.self) { group in
-            group.addTask { try await work() }
-            group.addTask {
-                let scheduled = loop.scheduleTask(in: TimeAmount(timeout)) {}
-                // A cancelled scheduled task fails its future, which ends the wait.
-                try await withTaskCancellationHandler {
-                    try await scheduled.futureResult.get()
-                } onCancel: {
-                    scheduled.cancel()
-                }
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard case .some(.some(let result)) = try await group.next() else { throw DeadlineExceeded() }
-            return result
-        }
     }
 
     func startFlushing(every interval: Duration, _ flush: @escaping @Sendable () -> Void) {

@@ -7,21 +7,31 @@ struct Responder: Sendable {
     typealias Answer = (status: HTTPResponseStatus, body: String)
 
     let deadline: Duration
-    let timers: any ServerTimers
+    let requestDeadline: RequestDeadline
     let counters: ServerCounters
 
-    func respond(to request: HTTPRequestHead, on loop: any EventLoop) async -> Answer {
-        if request.uri == "/stats" { return (.ok, self.counters.json() + "\n") }
+    /// The answer computed in the calling task, under `taskDeadline`.
+    func respond(to request: HTTPRequestHead, on loop: any EventLoop, within taskDeadline: any TaskDeadline) async
+        -> Answer
+    {
+        if request.uri == "/stats" { return self.stats() }
         let uri = request.uri
         do {
-            let body = try await self.timers.withDeadline(self.deadline, on: loop) {
-                Self.work(on: uri)
-            }
-            return (.ok, body)
+            return (.ok, try await taskDeadline.run(within: self.deadline, on: loop) { Self.work(on: uri) })
         } catch {
             self.counters.deadlinesExceeded.add(1, ordering: .relaxed)
             return (.serviceUnavailable, "deadline exceeded\n")
         }
+    }
+
+    /// The answer computed at once, on the connection's loop, under the deadline the caller
+    /// armed around this call.
+    func respondNow(to request: HTTPRequestHead) -> Answer {
+        request.uri == "/stats" ? self.stats() : (.ok, Self.work(on: request.uri))
+    }
+
+    private func stats() -> Answer {
+        (.ok, self.counters.json() + "\n")
     }
 
     /// The request's work: a digest of its path (FNV-1a), a stand-in for what a handler
