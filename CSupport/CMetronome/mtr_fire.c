@@ -57,10 +57,14 @@ mtr_any_passed_(const int64_t limits[MTR_CLOCK_COUNT])
  * Spins, unlocked, until @state's clock reads @deadline_ns; or until
  * another of the engine's timerfds has a timer due, since the thread
  * spinning here is the one that would serve it; or until the spin is
- * interrupted
- * (mtr_engine_interrupt_spin_): the timer spun for may be gone, or a new
- * wake-up may come first. Published before the expiries are read, so that
- * a timerfd moved meanwhile either shows in them or interrupts the spin.
+ * interrupted (mtr_engine_interrupt_spin_): the timer spun for may be
+ * gone, or a new wake-up may come first; or until the spin has lasted its
+ * window on the monotonic clock. Only that last bound holds whatever the
+ * clocks do: a wall clock stepped back would keep the deadline away for as
+ * long as the step, and the re-arm that follows the cut waits on the
+ * timerfd instead, which the kernel keeps on the stepped clock. Published
+ * before the expiries are read, so that a timerfd moved meanwhile either
+ * shows in them or interrupts the spin.
  * Returns whether the deadline was reached.
  */
 static bool
@@ -74,10 +78,14 @@ mtr_shard_spin_until_locked_(struct mtr_shard *shard,
 	atomic_store(&engine->spinning, state);
 	mtr_lock_give_(&shard->lock);
 	mtr_engine_next_expiries_(engine, state, limits);
+	int64_t spent_ns = mtr_clock_read_(MTR_CLOCK_MONOTONIC) +
+	    engine->config.spin_ns;
 	bool reached;
-	while (!(reached = mtr_clock_read_(state->set.clock) >= deadline_ns) &&
+	while (!(reached = mtr_clock_read_spin_(state->set.clock) >=
+	    deadline_ns) &&
 	    atomic_load_explicit(&engine->spin_epoch, memory_order_relaxed) ==
-	    epoch && !mtr_any_passed_(limits))
+	    epoch && !mtr_any_passed_(limits) &&
+	    mtr_clock_read_(MTR_CLOCK_MONOTONIC) < spent_ns)
 		mtr_spin_hint_();
 	atomic_store(&engine->spinning, NULL);
 	mtr_lock_take_(&shard->lock);
