@@ -64,7 +64,9 @@ mtr_any_passed_(const int64_t limits[MTR_CLOCK_COUNT])
  * long as the step, and the re-arm that follows the cut waits on the
  * timerfd instead, which the kernel keeps on the stepped clock. Published
  * before the expiries are read, so that a timerfd moved meanwhile either
- * shows in them or interrupts the spin.
+ * shows in them or interrupts the spin: the store and the loads are
+ * sequentially consistent, as is the mover's store of armed_ns
+ * (mtr_queue_set_fd_locked_).
  * Returns whether the deadline was reached.
  */
 static bool
