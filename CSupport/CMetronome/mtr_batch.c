@@ -142,7 +142,7 @@ mtr_sort_(struct mtr_heap_entry *a, struct mtr_heap_entry *b, size_t n,
 
 bool
 mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns)
+    struct mtr_timer *timers, int64_t now_ns, uint64_t pass_order)
 {
 	if (batch->pops_before_check > 0) {
 		batch->pops_before_check--;
@@ -151,7 +151,8 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	uint32_t limit = set->count / MTR_BATCH_SHARE;
 	if (limit < MTR_BATCH_MIN)
 		limit = MTR_BATCH_MIN;
-	uint32_t due = mtr_timerset_count_due_locked_(set, now_ns, limit);
+	uint32_t due = mtr_timerset_count_due_locked_(set, now_ns, pass_order,
+	    limit);
 	if (due < limit) {
 		batch->pops_before_check = due / 2;
 		return false;
@@ -159,7 +160,9 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 
 	/* Pass one counts the due entries by the top digit of their due,
 	 * and finds the span of their orders, which the key's lower digits
-	 * sort on. */
+	 * sort on. An entry armed since the pass began is not the pass's: it
+	 * stays in the heap, so that a timer re-armed due by its own callback
+	 * fires once a pass, not once a take. */
 	struct mtr_heap_entry *heap = set->entries;
 	int64_t due_base = heap[0].due_ns;
 	unsigned due_bits = mtr_bits_((uint64_t)(now_ns - due_base));
@@ -168,7 +171,7 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	uint64_t order_min = UINT64_MAX, order_max = 0;
 	size_t start[MTR_RADIX_SIZE + 1] = { 0 };
 	for (uint32_t i = 0; i < set->count; i++) {
-		if (heap[i].due_ns <= now_ns) {
+		if (heap[i].due_ns <= now_ns && heap[i].order < pass_order) {
 			start[mtr_top_digit_(&heap[i], due_base, due_shift) + 1]++;
 			if (heap[i].order < order_min)
 				order_min = heap[i].order;
@@ -198,24 +201,32 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	 * so they are fetched ahead. Pass one counted by the heap keys alone;
 	 * here, where each timer is written anyway, an entry whose key lags
 	 * is re-keyed and stays in the heap (due or not, it fires from there,
-	 * in key order with the batch), leaving a gap at the end of its run. */
+	 * in key order with the batch: batch->rekeyed), leaving a gap at the
+	 * end of its run. */
 	size_t next[MTR_RADIX_SIZE];
 	memcpy(next, start, sizeof(next));
 	uint32_t kept = 0;
+	struct mtr_heap_entry rekeyed = { .due_ns = INT64_MAX,
+	    .order = UINT64_MAX };
 	for (uint32_t i = 0; i < set->count; i++) {
 		if (i + MTR_BATCH_PREFETCH < set->count)
 			mtr_timer_prefetch_(&timers[heap[i + MTR_BATCH_PREFETCH].timer]);
 		struct mtr_heap_entry entry = heap[i];
-		if (entry.due_ns <= now_ns &&
-		    !mtr_entry_rekey_(&entry, timers)) {
+		bool ours = entry.due_ns <= now_ns && entry.order < pass_order;
+		if (ours && !mtr_entry_rekey_(&entry, timers)) {
 			block[next[mtr_top_digit_(&entry, due_base, due_shift)]++] =
 			    entry;
 			timers[entry.timer].heap_slot = MTR_IN_BATCH;
-		} else {
-			heap[kept] = entry;
-			timers[entry.timer].heap_slot =
-			    mtr_slot_make_(set->clock, kept++);
+			continue;
 		}
+		/* Moved before the pass began, it is still the pass's, and may
+		 * be due among the batch's keys. */
+		if (ours && entry.order < pass_order &&
+		    mtr_entry_before_(&entry, &rekeyed))
+			rekeyed = entry;
+		heap[kept] = entry;
+		timers[entry.timer].heap_slot =
+		    mtr_slot_make_(set->clock, kept++);
 	}
 	set->count = kept;
 	mtr_timerset_rebuild_locked_(set, timers);
@@ -236,7 +247,28 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	batch->count = taken;
 	batch->live = taken;
 	batch->clock = set->clock;
+	batch->rekeyed = rekeyed;
 	return true;
+}
+
+/*
+ * Ends the batch early: its entries not yet fired go back into the heap
+ * they came from, whose room they kept, with their keys and arm orders,
+ * and fire from there. Rebuilt rather than sifted up one by one: no more
+ * than the take that made the batch cost, and it happens once a pass at
+ * most, as the pass ends with it.
+ */
+void
+mtr_batch_put_back_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
+    struct mtr_timer *timers)
+{
+	for (uint32_t i = batch->next; i < batch->count; i++) {
+		if (timers[batch->entries[i].timer].heap_slot == MTR_IN_BATCH)
+			mtr_timerset_append_locked_(set, timers,
+			    batch->entries[i]);
+	}
+	mtr_timerset_rebuild_locked_(set, timers);
+	mtr_batch_free_(batch);
 }
 
 const struct mtr_heap_entry *

@@ -147,11 +147,17 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
  * A pass fires only timers armed before it began (@pass_order): one armed
  * or re-armed since, like a repeating timer that outran its period or a
  * callback re-arming in the past, waits for the next wake-up, so that no
- * heap keeps the one firing thread from the others. The batch holds only
- * entries taken in this pass and is always drained within it. Such a newcomer
- * at the heap's top ends the pass there: due timers behind it fire at the
- * next wake-up, which follows at once, in key order with it; reaching past it
- * would cost a scan of the heap on every arm made from a callback.
+ * heap keeps the one firing thread from the others and no timer fires
+ * twice in a pass; the batch's take leaves it in the heap too. Such a
+ * newcomer at the heap's top ends the pass there: due timers behind it
+ * fire at the next wake-up, which follows at once, in key order with it;
+ * reaching past it would cost a scan of the heap on every arm made from a
+ * callback. The batch drains on past it only while its next entry comes
+ * before all that the heap may hold of the pass behind it: the newcomer,
+ * and the entries the take re-keyed (batch->rekeyed); the rest of the pass
+ * was not due at the take, so comes after the whole batch. Else the batch
+ * goes back into the heap and the pass ends, so that the timers nobody
+ * touched since the wake-up still fire in key order.
  */
 static bool
 mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
@@ -163,8 +169,11 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 	while (!shard->stopping) {
 		const struct mtr_heap_entry *top =
 		    mtr_timerset_top_locked_(&state->set, shard->timers);
-		if (top != NULL && top->order >= pass_order)
+		const struct mtr_heap_entry *newcomer = NULL;
+		if (top != NULL && top->order >= pass_order) {
+			newcomer = top;
 			top = NULL;
+		}
 		const struct mtr_heap_entry *queued =
 		    mtr_batch_next_locked_(batch, shard->timers);
 		*now_ns = mtr_clock_read_(clock);
@@ -175,7 +184,8 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 			    shard->timers[top->timer].deadline_ns;
 			if (deadline_ns <= *now_ns) {
 				if (queued == NULL && mtr_batch_take_locked_(
-				    batch, &state->set, shard->timers, *now_ns))
+				    batch, &state->set, shard->timers, *now_ns,
+				    pass_order))
 					continue;
 				*out = *top;
 				mtr_timerset_erase_locked_(&state->set,
@@ -199,6 +209,12 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 		}
 		if (queued == NULL)
 			return false;
+		if (newcomer != NULL && !mtr_entry_before_(queued, newcomer) &&
+		    !mtr_entry_before_(queued, &batch->rekeyed)) {
+			mtr_batch_put_back_locked_(batch, &state->set,
+			    shard->timers);
+			return false;
+		}
 		*out = *queued;
 		shard->timers[queued->timer].heap_slot = MTR_NOT_ARMED;
 		batch->next++;

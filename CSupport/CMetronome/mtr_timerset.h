@@ -114,6 +114,11 @@ struct mtr_batch {
 	uint32_t live;  /* entries whose timer is still MTR_IN_BATCH */
 	uint32_t pops_before_check; /* single pops left before counting again */
 	mtr_clock_id clock; /* the clock whose heap the entries came from */
+	/* The first of the due entries whose key the take found lagging: it
+	 * re-keyed them and left them in the heap, where they may fall among
+	 * the batch's keys. Every other entry of the pass left in the heap
+	 * comes after the whole batch. */
+	struct mtr_heap_entry rekeyed;
 };
 
 /*
@@ -187,14 +192,23 @@ void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
     uint64_t order);
 const struct mtr_heap_entry *mtr_timerset_top_locked_(
     struct mtr_timerset *set, struct mtr_timer *timers);
+/* @pass_order: the pass's cut-off; entries armed since are not counted. */
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
-    int64_t now_ns, uint32_t limit);
+    int64_t now_ns, uint64_t pass_order, uint32_t limit);
+/* Puts @entry at the end, out of order until a rebuild; the room is the
+ * caller's to have kept. */
+void mtr_timerset_append_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, struct mtr_heap_entry entry);
 void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers);
 
-/* mtr_batch.c: called by the firing thread with the shard's lock held. */
+/* mtr_batch.c: called by the firing thread with the shard's lock held;
+ * @pass_order is the first arm order of timers armed since the pass began,
+ * which the batch leaves in the heap. */
 bool mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns);
+    struct mtr_timer *timers, int64_t now_ns, uint64_t pass_order);
+void mtr_batch_put_back_locked_(struct mtr_batch *batch,
+    struct mtr_timerset *set, struct mtr_timer *timers);
 const struct mtr_heap_entry *mtr_batch_next_locked_(struct mtr_batch *batch,
     const struct mtr_timer *timers);
 void mtr_batch_free_(struct mtr_batch *batch);
