@@ -139,88 +139,36 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 }
 
 /*
- * Takes out the next timer to fire now, from the heap top or the batch,
- * whichever comes first in key order. The batch's entries are all due, so
- * one of them also goes first when the top's window has not opened yet.
- * Returns false when nothing is due; the engine may have unlocked to spin.
- *
- * A pass fires only timers armed before it began (@pass_order): one armed
- * or re-armed since, like a repeating timer that outran its period or a
- * callback re-arming in the past, waits for the next wake-up, so that no
- * heap keeps the one firing thread from the others and no timer fires
- * twice in a pass; the batch's take leaves it in the heap too. Such a
- * newcomer at the heap's top ends the pass there: due timers behind it
- * fire at the next wake-up, which follows at once, in key order with it;
- * reaching past it would cost a scan of the heap on every arm made from a
- * callback. The batch drains on past it only while its next entry comes
- * before all that the heap may hold of the pass behind it: the newcomer,
- * and the entries the take re-keyed (batch->rekeyed); the rest of the pass
- * was not due at the take, so comes after the whole batch. Else the batch
- * goes back into the heap and the pass ends, so that the timers nobody
- * touched since the wake-up still fire in key order.
+ * Takes out the next timer to fire now, in key order, from the heap or the
+ * batch (mtr_batch_pick_locked_). Returns false when nothing more of the
+ * pass is due; the engine may have unlocked to spin.
  */
 static bool
 mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
     uint64_t pass_order, struct mtr_heap_entry *out, int64_t *now_ns)
 {
-	struct mtr_batch *batch = &shard->batch;
-	mtr_clock_id clock = state->set.clock;
-
 	while (!shard->stopping) {
-		const struct mtr_heap_entry *top =
-		    mtr_timerset_top_locked_(&state->set, shard->timers);
-		const struct mtr_heap_entry *newcomer = NULL;
-		if (top != NULL && top->order >= pass_order) {
-			newcomer = top;
-			top = NULL;
-		}
-		const struct mtr_heap_entry *queued =
-		    mtr_batch_next_locked_(batch, shard->timers);
-		*now_ns = mtr_clock_read_(clock);
-
-		if (top != NULL && (queued == NULL ||
-		    mtr_entry_before_(top, queued))) {
-			int64_t deadline_ns =
-			    shard->timers[top->timer].deadline_ns;
-			if (deadline_ns <= *now_ns) {
-				if (queued == NULL && mtr_batch_take_locked_(
-				    batch, &state->set, shard->timers, *now_ns,
-				    pass_order))
-					continue;
-				*out = *top;
-				mtr_timerset_erase_locked_(&state->set,
-				    shard->timers, 0,
-				    mtr_batch_lent_(batch, clock));
-				return true;
-			}
-			if (queued == NULL) {
-				if (deadline_ns - *now_ns >
-				    shard->engine->config.spin_ns)
-					return false;
-				/* Cut short, the pass ends: the re-arm brings
-				 * the thread back once it has served what cut
-				 * it. Reached, the set may still have changed
-				 * meanwhile. */
-				if (!mtr_shard_spin_until_locked_(shard, state,
-				    deadline_ns))
-					return false;
-				continue;
-			}
-		}
-		if (queued == NULL)
+		int64_t deadline_ns;
+		*now_ns = mtr_clock_read_(state->set.clock);
+		switch (mtr_batch_pick_locked_(&shard->batch, &state->set,
+		    shard->timers, pass_order, *now_ns, out, &deadline_ns)) {
+		case MTR_PICK_NONE:
 			return false;
-		if (newcomer != NULL && !mtr_entry_before_(queued, newcomer) &&
-		    !mtr_entry_before_(queued, &batch->rekeyed)) {
-			mtr_batch_put_back_locked_(batch, &state->set,
-			    shard->timers);
-			return false;
+		case MTR_PICK_BATCH:
+			shard->counters.batched++;
+			return true;
+		case MTR_PICK_HEAP:
+			return true;
+		case MTR_PICK_WAIT:
+			break;
 		}
-		*out = *queued;
-		shard->timers[queued->timer].heap_slot = MTR_NOT_ARMED;
-		batch->next++;
-		batch->live--;
-		shard->counters.batched++;
-		return true;
+		if (deadline_ns - *now_ns > shard->engine->config.spin_ns)
+			return false;
+		/* Cut short, the pass ends: the re-arm brings the thread back
+		 * once it has served what cut it. Reached, the set may still
+		 * have changed meanwhile. */
+		if (!mtr_shard_spin_until_locked_(shard, state, deadline_ns))
+			return false;
 	}
 	return false;
 }
