@@ -1,9 +1,10 @@
 /*
- * The firing batch. When a burst makes a large part of a clock's heap due
- * at once, the firing thread takes every due entry out of the heap in two
- * linear passes, sorts them, and fires them in order, merged with the heap
- * top, so that an entry the take re-keyed and left in the heap still fires
- * in key order with them.
+ * The firing batch, and the pass's choice of the next timer between it and
+ * the heap (mtr_batch_pick_locked_). When a burst makes a large part of a
+ * clock's heap due at once, the firing thread takes every due entry out of
+ * the heap in two linear passes, sorts them, and fires them in order,
+ * merged with the heap top, so that an entry the take re-keyed and left in
+ * the heap still fires in key order with them.
  *
  * Why: one pop from a heap of a million entries walks ten levels of a
  * 16 MB array, a cache miss per level, while a sorted batch is read in
@@ -23,7 +24,7 @@
  * after each firing, and that must not need memory the firing thread has
  * no one to report the lack of to.
  */
-#include "mtr_timerset.h"
+#include "mtr_batch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -140,9 +141,14 @@ mtr_sort_(struct mtr_heap_entry *a, struct mtr_heap_entry *b, size_t n,
 	return b;
 }
 
-bool
+/*
+ * Takes the due entries of the pass (armed before @pass_order) out of the
+ * heap into the batch, sorted, when they are enough to pay for it; returns
+ * whether it did.
+ */
+static bool
 mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns)
+    struct mtr_timer *timers, int64_t now_ns, uint64_t pass_order)
 {
 	if (batch->pops_before_check > 0) {
 		batch->pops_before_check--;
@@ -151,7 +157,8 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	uint32_t limit = set->count / MTR_BATCH_SHARE;
 	if (limit < MTR_BATCH_MIN)
 		limit = MTR_BATCH_MIN;
-	uint32_t due = mtr_timerset_count_due_locked_(set, now_ns, limit);
+	uint32_t due = mtr_timerset_count_due_locked_(set, now_ns, pass_order,
+	    limit);
 	if (due < limit) {
 		batch->pops_before_check = due / 2;
 		return false;
@@ -159,7 +166,9 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 
 	/* Pass one counts the due entries by the top digit of their due,
 	 * and finds the span of their orders, which the key's lower digits
-	 * sort on. */
+	 * sort on. An entry armed since the pass began is not the pass's: it
+	 * stays in the heap, so that a timer re-armed due by its own callback
+	 * fires once a pass, not once a take. */
 	struct mtr_heap_entry *heap = set->entries;
 	int64_t due_base = heap[0].due_ns;
 	unsigned due_bits = mtr_bits_((uint64_t)(now_ns - due_base));
@@ -168,7 +177,7 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	uint64_t order_min = UINT64_MAX, order_max = 0;
 	size_t start[MTR_RADIX_SIZE + 1] = { 0 };
 	for (uint32_t i = 0; i < set->count; i++) {
-		if (heap[i].due_ns <= now_ns) {
+		if (heap[i].due_ns <= now_ns && heap[i].order < pass_order) {
 			start[mtr_top_digit_(&heap[i], due_base, due_shift) + 1]++;
 			if (heap[i].order < order_min)
 				order_min = heap[i].order;
@@ -198,24 +207,32 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	 * so they are fetched ahead. Pass one counted by the heap keys alone;
 	 * here, where each timer is written anyway, an entry whose key lags
 	 * is re-keyed and stays in the heap (due or not, it fires from there,
-	 * in key order with the batch), leaving a gap at the end of its run. */
+	 * in key order with the batch: batch->rekeyed), leaving a gap at the
+	 * end of its run. */
 	size_t next[MTR_RADIX_SIZE];
 	memcpy(next, start, sizeof(next));
 	uint32_t kept = 0;
+	struct mtr_heap_entry rekeyed = { .due_ns = INT64_MAX,
+	    .order = UINT64_MAX };
 	for (uint32_t i = 0; i < set->count; i++) {
 		if (i + MTR_BATCH_PREFETCH < set->count)
 			mtr_timer_prefetch_(&timers[heap[i + MTR_BATCH_PREFETCH].timer]);
 		struct mtr_heap_entry entry = heap[i];
-		if (entry.due_ns <= now_ns &&
-		    !mtr_entry_rekey_(&entry, timers)) {
+		bool ours = entry.due_ns <= now_ns && entry.order < pass_order;
+		if (ours && !mtr_entry_rekey_(&entry, timers)) {
 			block[next[mtr_top_digit_(&entry, due_base, due_shift)]++] =
 			    entry;
 			timers[entry.timer].heap_slot = MTR_IN_BATCH;
-		} else {
-			heap[kept] = entry;
-			timers[entry.timer].heap_slot =
-			    mtr_slot_make_(set->clock, kept++);
+			continue;
 		}
+		/* Moved before the pass began, it is still the pass's, and may
+		 * be due among the batch's keys. */
+		if (ours && entry.order < pass_order &&
+		    mtr_entry_before_(&entry, &rekeyed))
+			rekeyed = entry;
+		heap[kept] = entry;
+		timers[entry.timer].heap_slot =
+		    mtr_slot_make_(set->clock, kept++);
 	}
 	set->count = kept;
 	mtr_timerset_rebuild_locked_(set, timers);
@@ -236,10 +253,33 @@ mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
 	batch->count = taken;
 	batch->live = taken;
 	batch->clock = set->clock;
+	batch->rekeyed = rekeyed;
 	return true;
 }
 
-const struct mtr_heap_entry *
+/*
+ * Ends the batch early: its entries not yet fired go back into the heap
+ * they came from, whose room they kept, with their keys and arm orders,
+ * and fire from there. Rebuilt rather than sifted up one by one: no more
+ * than the take that made the batch cost, and it happens once a pass at
+ * most, as the pass ends with it.
+ */
+static void
+mtr_batch_put_back_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
+    struct mtr_timer *timers)
+{
+	for (uint32_t i = batch->next; i < batch->count; i++) {
+		if (timers[batch->entries[i].timer].heap_slot == MTR_IN_BATCH)
+			mtr_timerset_append_locked_(set, timers,
+			    batch->entries[i]);
+	}
+	mtr_timerset_rebuild_locked_(set, timers);
+	mtr_batch_free_(batch);
+}
+
+/* The batch's next entry whose timer is still in it, or NULL, the batch
+ * freed, when none is left. */
+static const struct mtr_heap_entry *
 mtr_batch_next_locked_(struct mtr_batch *batch, const struct mtr_timer *timers)
 {
 	if (batch->entries == NULL)
@@ -260,6 +300,75 @@ mtr_batch_next_locked_(struct mtr_batch *batch, const struct mtr_timer *timers)
 	}
 	mtr_batch_free_(batch);
 	return NULL;
+}
+
+/*
+ * The pass's next timer, in key order, from the heap's top or the batch,
+ * whichever comes first; the batch's entries are all due, so one of them
+ * also goes first when the top's window has not opened yet. A burst due at
+ * the top is taken into the batch first.
+ *
+ * A pass fires only timers armed before it began (@pass_order): one armed
+ * or re-armed since, like a repeating timer that outran its period or a
+ * callback re-arming in the past, waits for the next wake-up, so that no
+ * heap keeps the one firing thread from the others and no timer fires
+ * twice in a pass; the take leaves it in the heap too. Such a newcomer at
+ * the heap's top ends the pass there: due timers behind it fire at the
+ * next wake-up, which follows at once, in key order with it; reaching past
+ * it would cost a scan of the heap on every arm made from a callback. The
+ * batch drains on past it only while its next entry comes before all that
+ * the heap may hold of the pass behind it: the newcomer, and the entries
+ * the take re-keyed (batch->rekeyed); the rest of the pass was not due at
+ * the take, so comes after the whole batch. Else the batch goes back into
+ * the heap and the pass ends, so that the timers nobody touched since the
+ * wake-up still fire in key order.
+ *
+ * MTR_PICK_WAIT leaves the top in the heap and gives its deadline.
+ */
+enum mtr_pick
+mtr_batch_pick_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
+    struct mtr_timer *timers, uint64_t pass_order, int64_t now_ns,
+    struct mtr_heap_entry *out, int64_t *deadline_ns)
+{
+	for (;;) {
+		const struct mtr_heap_entry *top =
+		    mtr_timerset_top_locked_(set, timers);
+		const struct mtr_heap_entry *newcomer = NULL;
+		if (top != NULL && top->order >= pass_order) {
+			newcomer = top;
+			top = NULL;
+		}
+		const struct mtr_heap_entry *queued =
+		    mtr_batch_next_locked_(batch, timers);
+
+		if (top != NULL && (queued == NULL ||
+		    mtr_entry_before_(top, queued))) {
+			*deadline_ns = timers[top->timer].deadline_ns;
+			if (*deadline_ns <= now_ns) {
+				if (queued == NULL && mtr_batch_take_locked_(
+				    batch, set, timers, now_ns, pass_order))
+					continue;
+				*out = *top;
+				mtr_timerset_erase_locked_(set, timers, 0,
+				    mtr_batch_lent_(batch, set->clock));
+				return MTR_PICK_HEAP;
+			}
+			if (queued == NULL)
+				return MTR_PICK_WAIT;
+		}
+		if (queued == NULL)
+			return MTR_PICK_NONE;
+		if (newcomer != NULL && !mtr_entry_before_(queued, newcomer) &&
+		    !mtr_entry_before_(queued, &batch->rekeyed)) {
+			mtr_batch_put_back_locked_(batch, set, timers);
+			return MTR_PICK_NONE;
+		}
+		*out = *queued;
+		timers[queued->timer].heap_slot = MTR_NOT_ARMED;
+		batch->next++;
+		batch->live--;
+		return MTR_PICK_BATCH;
+	}
 }
 
 void

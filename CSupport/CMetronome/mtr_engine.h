@@ -75,7 +75,7 @@ mtr_shard_of_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot)
 	return shard < engine->shard_count ? &engine->shards[shard] : NULL;
 }
 
-/* mtr_shard.c */
+/* mtr_shards.c */
 void mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine,
     uint32_t index);
 /* The shard the calling thread creates its timers in. */

@@ -57,10 +57,16 @@ mtr_any_passed_(const int64_t limits[MTR_CLOCK_COUNT])
  * Spins, unlocked, until @state's clock reads @deadline_ns; or until
  * another of the engine's timerfds has a timer due, since the thread
  * spinning here is the one that would serve it; or until the spin is
- * interrupted
- * (mtr_engine_interrupt_spin_): the timer spun for may be gone, or a new
- * wake-up may come first. Published before the expiries are read, so that
- * a timerfd moved meanwhile either shows in them or interrupts the spin.
+ * interrupted (mtr_engine_interrupt_spin_): the timer spun for may be
+ * gone, or a new wake-up may come first; or until the spin has lasted its
+ * window on the monotonic clock. Only that last bound holds whatever the
+ * clocks do: a wall clock stepped back would keep the deadline away for as
+ * long as the step, and the re-arm that follows the cut waits on the
+ * timerfd instead, which the kernel keeps on the stepped clock. Published
+ * before the expiries are read, so that a timerfd moved meanwhile either
+ * shows in them or interrupts the spin: the store and the loads are
+ * sequentially consistent, as is the mover's store of armed_ns
+ * (mtr_queue_set_fd_locked_).
  * Returns whether the deadline was reached.
  */
 static bool
@@ -74,10 +80,14 @@ mtr_shard_spin_until_locked_(struct mtr_shard *shard,
 	atomic_store(&engine->spinning, state);
 	mtr_lock_give_(&shard->lock);
 	mtr_engine_next_expiries_(engine, state, limits);
+	int64_t spent_ns = mtr_clock_read_(MTR_CLOCK_MONOTONIC) +
+	    engine->config.spin_ns;
 	bool reached;
-	while (!(reached = mtr_clock_read_(state->set.clock) >= deadline_ns) &&
+	while (!(reached = mtr_clock_read_spin_(state->set.clock) >=
+	    deadline_ns) &&
 	    atomic_load_explicit(&engine->spin_epoch, memory_order_relaxed) ==
-	    epoch && !mtr_any_passed_(limits))
+	    epoch && !mtr_any_passed_(limits) &&
+	    mtr_clock_read_(MTR_CLOCK_MONOTONIC) < spent_ns)
 		mtr_spin_hint_();
 	atomic_store(&engine->spinning, NULL);
 	mtr_lock_take_(&shard->lock);
@@ -129,72 +139,36 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 }
 
 /*
- * Takes out the next timer to fire now, from the heap top or the batch,
- * whichever comes first in key order. The batch's entries are all due, so
- * one of them also goes first when the top's window has not opened yet.
- * Returns false when nothing is due; the engine may have unlocked to spin.
- *
- * A pass fires only timers armed before it began (@pass_order): one armed
- * or re-armed since, like a repeating timer that outran its period or a
- * callback re-arming in the past, waits for the next wake-up, so that no
- * heap keeps the one firing thread from the others. The batch holds only
- * entries taken in this pass and is always drained within it. Such a newcomer
- * at the heap's top ends the pass there: due timers behind it fire at the
- * next wake-up, which follows at once, in key order with it; reaching past it
- * would cost a scan of the heap on every arm made from a callback.
+ * Takes out the next timer to fire now, in key order, from the heap or the
+ * batch (mtr_batch_pick_locked_). Returns false when nothing more of the
+ * pass is due; the engine may have unlocked to spin.
  */
 static bool
 mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
     uint64_t pass_order, struct mtr_heap_entry *out, int64_t *now_ns)
 {
-	struct mtr_batch *batch = &shard->batch;
-	mtr_clock_id clock = state->set.clock;
-
 	while (!shard->stopping) {
-		const struct mtr_heap_entry *top =
-		    mtr_timerset_top_locked_(&state->set, shard->timers);
-		if (top != NULL && top->order >= pass_order)
-			top = NULL;
-		const struct mtr_heap_entry *queued =
-		    mtr_batch_next_locked_(batch, shard->timers);
-		*now_ns = mtr_clock_read_(clock);
-
-		if (top != NULL && (queued == NULL ||
-		    mtr_entry_before_(top, queued))) {
-			int64_t deadline_ns =
-			    shard->timers[top->timer].deadline_ns;
-			if (deadline_ns <= *now_ns) {
-				if (queued == NULL && mtr_batch_take_locked_(
-				    batch, &state->set, shard->timers, *now_ns))
-					continue;
-				*out = *top;
-				mtr_timerset_erase_locked_(&state->set,
-				    shard->timers, 0,
-				    mtr_batch_lent_(batch, clock));
-				return true;
-			}
-			if (queued == NULL) {
-				if (deadline_ns - *now_ns >
-				    shard->engine->config.spin_ns)
-					return false;
-				/* Cut short, the pass ends: the re-arm brings
-				 * the thread back once it has served what cut
-				 * it. Reached, the set may still have changed
-				 * meanwhile. */
-				if (!mtr_shard_spin_until_locked_(shard, state,
-				    deadline_ns))
-					return false;
-				continue;
-			}
-		}
-		if (queued == NULL)
+		int64_t deadline_ns;
+		*now_ns = mtr_clock_read_(state->set.clock);
+		switch (mtr_batch_pick_locked_(&shard->batch, &state->set,
+		    shard->timers, pass_order, *now_ns, out, &deadline_ns)) {
+		case MTR_PICK_NONE:
 			return false;
-		*out = *queued;
-		shard->timers[queued->timer].heap_slot = MTR_NOT_ARMED;
-		batch->next++;
-		batch->live--;
-		shard->counters.batched++;
-		return true;
+		case MTR_PICK_BATCH:
+			shard->counters.batched++;
+			return true;
+		case MTR_PICK_HEAP:
+			return true;
+		case MTR_PICK_WAIT:
+			break;
+		}
+		if (deadline_ns - *now_ns > shard->engine->config.spin_ns)
+			return false;
+		/* Cut short, the pass ends: the re-arm brings the thread back
+		 * once it has served what cut it. Reached, the set may still
+		 * have changed meanwhile. */
+		if (!mtr_shard_spin_until_locked_(shard, state, deadline_ns))
+			return false;
 	}
 	return false;
 }

@@ -63,8 +63,14 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 			return;
 		}
 	}
-	atomic_store_explicit(&state->armed_ns, target_ns,
-	    memory_order_relaxed);
+	/* Sequentially consistent, as are the spin's store of spinning and
+	 * its loads of armed_ns (mtr_fire.c): with a relaxed store here the
+	 * load of spinning below could pass it (x86 lets a load pass an
+	 * earlier store), so that a spin on another shard, starting at that
+	 * moment, neither saw this expiry nor was interrupted, and served it
+	 * up to spin_ns late. In one total order, one of the two sees the
+	 * other. */
+	atomic_store(&state->armed_ns, target_ns);
 	mtr_engine_interrupt_spin_(engine, NULL);
 }
 

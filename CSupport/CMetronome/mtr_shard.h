@@ -7,7 +7,7 @@
 #define MTR_SHARD_H
 
 #include "mtr_lock.h"
-#include "mtr_timerset.h"
+#include "mtr_batch.h"
 
 #include <stdatomic.h>
 

@@ -255,7 +255,7 @@ mtr_timerset_top_locked_(struct mtr_timerset *set, struct mtr_timer *timers)
 
 uint32_t
 mtr_timerset_count_due_locked_(const struct mtr_timerset *set, int64_t now_ns,
-    uint32_t limit)
+    uint64_t pass_order, uint32_t limit)
 {
 	/* Depth-first through the due subtree, which holds the root; each
 	 * visit pushes at most four children, so 3 * depth + 4 slots do. */
@@ -266,8 +266,9 @@ mtr_timerset_count_due_locked_(const struct mtr_timerset *set, int64_t now_ns,
 		return 0;
 	stack[depth++] = 0;
 	while (depth > 0 && found < limit) {
-		uint64_t first = (uint64_t)stack[--depth] * MTR_ARITY + 1;
-		found++;
+		uint32_t index = stack[--depth];
+		uint64_t first = (uint64_t)index * MTR_ARITY + 1;
+		found += set->entries[index].order < pass_order;
 		for (uint64_t child = first;
 		    child < first + MTR_ARITY && child < set->count; child++) {
 			if (set->entries[child].due_ns <= now_ns)
@@ -275,6 +276,13 @@ mtr_timerset_count_due_locked_(const struct mtr_timerset *set, int64_t now_ns,
 		}
 	}
 	return found;
+}
+
+void
+mtr_timerset_append_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
+    struct mtr_heap_entry entry)
+{
+	mtr_heap_place_(set, timers, set->count++, entry);
 }
 
 void

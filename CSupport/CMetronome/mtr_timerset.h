@@ -1,7 +1,7 @@
 /*
- * A clock's armed timers: the timer record, its heap entry, the heap
- * (mtr_timerset.c) and the firing batch (mtr_batch.c). Nothing here takes a
- * lock; every caller holds its shard's.
+ * A clock's armed timers: the timer record, its heap entry and the heap
+ * (mtr_timerset.c). Nothing here takes a lock; every caller holds its
+ * shard's.
  */
 #ifndef MTR_TIMERSET_H
 #define MTR_TIMERSET_H
@@ -103,31 +103,6 @@ mtr_entry_rekey_(struct mtr_heap_entry *entry, struct mtr_timer *timers)
 	return true;
 }
 
-/*
- * Due entries taken out of one clock's heap in a single pass and sorted
- * (mtr_batch.c): the firing loop drains it in order, merged with the heap.
- */
-struct mtr_batch {
-	struct mtr_heap_entry *entries; /* sorted by key */
-	uint32_t next;  /* the first entry not yet fired or skipped */
-	uint32_t count;
-	uint32_t live;  /* entries whose timer is still MTR_IN_BATCH */
-	uint32_t pops_before_check; /* single pops left before counting again */
-	mtr_clock_id clock; /* the clock whose heap the entries came from */
-};
-
-/*
- * The entries @clock's heap keeps room for besides its own: those still out
- * in the batch. Each may come back (a repeating timer does after every
- * firing), and with its room kept, putting it back never allocates, so it
- * cannot fail for want of memory.
- */
-static inline uint32_t
-mtr_batch_lent_(const struct mtr_batch *batch, mtr_clock_id clock)
-{
-	return batch->clock == clock ? batch->live : 0;
-}
-
 struct mtr_timerset {
 	struct mtr_heap_entry *entries;
 	uint32_t count;
@@ -187,16 +162,14 @@ void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
     uint64_t order);
 const struct mtr_heap_entry *mtr_timerset_top_locked_(
     struct mtr_timerset *set, struct mtr_timer *timers);
+/* @pass_order: the pass's cut-off; entries armed since are not counted. */
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
-    int64_t now_ns, uint32_t limit);
+    int64_t now_ns, uint64_t pass_order, uint32_t limit);
+/* Puts @entry at the end, out of order until a rebuild; the room is the
+ * caller's to have kept. */
+void mtr_timerset_append_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, struct mtr_heap_entry entry);
 void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers);
-
-/* mtr_batch.c: called by the firing thread with the shard's lock held. */
-bool mtr_batch_take_locked_(struct mtr_batch *batch, struct mtr_timerset *set,
-    struct mtr_timer *timers, int64_t now_ns);
-const struct mtr_heap_entry *mtr_batch_next_locked_(struct mtr_batch *batch,
-    const struct mtr_timer *timers);
-void mtr_batch_free_(struct mtr_batch *batch);
 
 #endif /* MTR_TIMERSET_H */

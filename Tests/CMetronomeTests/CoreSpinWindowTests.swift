@@ -58,6 +58,43 @@ extension CoreContractTests {
             )
         }
 
+        /// The wall clock steps back a second while the engine spins for a wall timer (as
+        /// the spin reads it: SpinClockStep). The spin still ends within its window, in the
+        /// firing thread's CPU time, and the engine re-arms for the deadline and fires the
+        /// timer, never early; bounded only by the clock coming back to the deadline, the
+        /// spin burned a CPU for the whole second.
+        @Test func aWallClockStepBackEndsASpinWithinItsWindow() throws {
+            let spin = Int64(MTR_SPIN_MAX_NS)
+            let engine = try Engine(spinNs: spin)
+            let firingThread = Monitor<pthread_t?>(nil)
+            let probe = try engine.makeTimer { _ in firingThread.update { $0 = $0 ?? pthread_self() } }
+            try #require(probe.armOnce(at: Time.monotonic()) == 0)
+            try #require(firingThread.wait { $0 != nil })
+            let thread = try #require(firingThread.read { $0 })
+            defer { SpinClockStep.clear() }
+            var spins: [Int64] = []
+            // A trial counts if the engine spun for the deadline and saw the step, which it
+            // does unless it woke past the deadline.
+            for _ in 0..<20 where spins.isEmpty {
+                let firedBefore = engine.firings.count
+                let deadline = Time.now(.MTR_CLOCK_REALTIME) + 30 * Time.ms
+                SpinClockStep.set(thread: thread, from: deadline - spin / 2, back: Time.s)
+                let cpuBefore = cpuTime(of: thread)
+                try #require(probe.armOnce(.MTR_CLOCK_REALTIME, at: deadline) == 0)
+                #expect(engine.waitFirings(firedBefore + 1))
+                let spent = cpuTime(of: thread) - cpuBefore
+                SpinClockStep.clear()
+                if SpinClockStep.stepped.load(ordering: .relaxed) > 0 { spins.append(spent) }
+            }
+            if spins.isEmpty { try Test.cancel("the engine never spun for the deadline") }
+            // The spin's window, and as much again for the wake-ups around it.
+            #expect(
+                spins.allSatisfy { $0 <= 2 * spin + 10 * Time.ms },
+                "the firing thread spent \(spins.map { $0 / Time.us }) µs of CPU")
+            expectNeverEarly(engine.firings)
+            engine.destroyAndExpectAllReleasedOnce()
+        }
+
         /// A stop during a spin ends it at once: stop returns before the deadline spun for.
         @Test func stopEndsASpin() throws {
             let spin = Int64(MTR_SPIN_MAX_NS)
