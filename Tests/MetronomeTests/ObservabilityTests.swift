@@ -34,7 +34,7 @@ struct ObservabilityTests {
     @Test
     func timerReportsTheBackendItWasGiven() throws {
         let engine = try TimerEngine()
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let onEngine = SafeDispatchTimer(backend: .engine(engine))
         #expect(onEngine.backend.engine === engine)
         #expect(onEngine.description == "SafeDispatchTimer(idle, engine, monotonic)")
@@ -75,7 +75,7 @@ struct ObservabilityTests {
     func engineDescribesItsConfigurationAndCounters() throws {
         let configuration = TimerEngine.Configuration(spinWindow: .microseconds(20))
         let engine = try TimerEngine(configuration: configuration)
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         #expect(
             configuration.description
                 == "realtimePriority: none, cpu: none, spinWindow: \(Duration.microseconds(20)), lateThreshold: \(Duration.milliseconds(1)), name: numbered, shards: 1"

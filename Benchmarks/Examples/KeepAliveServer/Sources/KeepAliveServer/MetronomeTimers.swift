@@ -2,7 +2,7 @@ import Metronome
 import NIOCore
 
 /// The server's timers on a Metronome engine of its own: an `ExpiringValue` per connection,
-/// request deadlines with `withTimeout`, and a repeating `SafeDispatchTimer` flush.
+/// request deadlines with `withDeadline`, and a repeating `SafeDispatchTimer` flush.
 final class MetronomeTimers: ServerTimers {
     /// Its own engine rather than `.shared`, so that its counters are this server's alone.
     private let engine: TimerEngine
@@ -27,10 +27,12 @@ final class MetronomeTimers: ServerTimers {
     func withDeadline<Result: Sendable>(
         _ timeout: Duration, on loop: any EventLoop, _ work: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
-        do {
-            return try await withTimeout(timeout, engine: self.engine) { try await work() }
-        } catch is TimeoutError {
-            throw DeadlineExceeded()
+        try await Metronome.withDeadline(in: timeout, clock: EngineClock(backend: .engine(self.engine))) {
+            do {
+                return try await work()
+            } catch is CancellationError where Task.isEngineDeadlineExpired {
+                throw DeadlineExceeded()
+            }
         }
     }
 
