@@ -1,6 +1,8 @@
+@preconcurrency import Dispatch
 import Glibc
 import Metronome
 import MetronomeTesting
+import Synchronization
 import Testing
 
 /// `withDeadline` in the standard's shape, on an engine of each test's own (through an
@@ -233,6 +235,17 @@ struct DeadlineTests {
         #expect(!Task.hasActiveEngineDeadline)
     }
 
+    /// The body runs where the caller does: on an actor, it touches the actor's state
+    /// synchronously, and no job of the call goes through the actor's executor (a hop off
+    /// the actor and back would be one).
+    @Test(.timeLimit(.minutes(1)))
+    func theBodyRunsOnTheCallersActorWithoutAHop() async throws {
+        let ledger = Ledger()
+        let hops = await ledger.recordUnderADeadline(clock: self.clock)
+        #expect(hops == 0)
+        #expect(await ledger.entries == 1)
+    }
+
     /// Suspends until the task is cancelled, calling `cancelled` where the cancellation is
     /// seen, then throws `CancellationError`.
     private static func sleepUntilCancelled(_ cancelled: @escaping @Sendable () -> Void) async throws {
@@ -241,5 +254,33 @@ struct DeadlineTests {
         } onCancel: {
             cancelled()
         }
+    }
+}
+
+/// An actor on an executor that counts the jobs enqueued on it.
+private actor Ledger {
+    final class CountingExecutor: SerialExecutor {
+        let queue = DispatchQueue(label: "metronome.tests.ledger")
+        let enqueued = Atomic<Int>(0)
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            self.enqueued.add(1, ordering: .relaxed)
+            let job = UnownedJob(job)
+            self.queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+        }
+    }
+
+    let executor = CountingExecutor()
+    var entries = 0
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        self.executor.asUnownedSerialExecutor()
+    }
+
+    /// How many jobs were enqueued on the actor while a deadline's body recorded an entry.
+    func recordUnderADeadline(clock: EngineClock) async -> Int {
+        let before = self.executor.enqueued.load(ordering: .relaxed)
+        await withDeadline(in: .seconds(60), clock: clock) { self.entries += 1 }
+        return self.executor.enqueued.load(ordering: .relaxed) - before
     }
 }

@@ -20,7 +20,7 @@
 /// - A result is kept even when the deadline passed meanwhile (the work is done).
 /// - An error is the body's own: after the deadline, most often the `CancellationError`
 ///   that the deadline's cancellation caused. Inside the body,
-///   ``_Concurrency/Task/isEngineDeadlineExpired`` tells that cancellation from another.
+///   `Task.isEngineDeadlineExpired` tells that cancellation from another.
 /// - The call waits for the body: a body that ignores cancellation runs past the deadline.
 /// - A deadline already passed cancels the task before the body starts, so the body runs
 ///   cancelled. So does an engine that was shut down (only an engine of your own, through
@@ -33,7 +33,7 @@
 /// already cancelled when the call starts runs the body all the same.
 ///
 /// Deadlines nest: the earliest one in force is the one that cancels, and callees read it
-/// with ``_Concurrency/Task/activeEngineDeadline(for:)-2w6h9``.
+/// with `Task.activeEngineDeadline(for:)`.
 ///
 /// ## Beside the standard's `withDeadline`
 ///
@@ -61,7 +61,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: ContinuousClock = ContinuousClock(),
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), body: body)
+    try await withEngineDeadline(TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation, body: body)
 }
 
 /// `withDeadline` for a deadline on `SuspendingClock`, which reads `CLOCK_MONOTONIC` on
@@ -73,7 +73,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: SuspendingClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), body: body)
+    try await withEngineDeadline(TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation, body: body)
 }
 
 /// `withDeadline` on an ``EngineClock``: timed by the clock's backend (an engine of your
@@ -93,7 +93,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: EngineClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(expiration, tolerance: tolerance, backend: clock.backend, body: body)
+    try await withEngineDeadline(expiration, tolerance: tolerance, backend: clock.backend, isolation: #isolation, body: body)
 }
 
 /// Runs `body` in the current task and cancels the task if `body` is still running
@@ -164,10 +164,15 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
 }
 
 /// Every public form, once the deadline is an instant on one of the engine's clocks.
-nonisolated(nonsending) func withEngineDeadline<Return: ~Copyable, Failure: Error>(
+///
+/// The caller's isolation is a parameter rather than `nonisolated(nonsending)`, so that
+/// the closure given to the task-local's `withValue`, which captures it, runs there too:
+/// a closure of its own would run on the global executor, a hop there and back per call.
+func withEngineDeadline<Return: ~Copyable, Failure: Error>(
     _ expiration: TimerInstant,
     tolerance: Duration?,
     backend: SafeDispatchTimer.Backend,
+    isolation: isolated (any Actor)?,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
     // An async function always runs in a task.
@@ -192,7 +197,10 @@ nonisolated(nonsending) func withEngineDeadline<Return: ~Copyable, Failure: Erro
     defer { watch.end() }
     var result: Return? = nil
     do {
-        try await DeadlineWatch.$innermost.withValue(watch) { result = try await body() }
+        try await DeadlineWatch.$innermost.withValue(watch) {
+            _ = isolation
+            result = try await body()
+        }
     } catch {
         // `withValue` rethrows untyped; only `body` throws in it.
         throw error as! Failure

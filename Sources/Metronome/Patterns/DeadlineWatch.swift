@@ -7,7 +7,7 @@ import Synchronization
 /// never cancels its task after the call that set it has returned.
 ///
 /// The watch is also the task-local record of the deadline, linked to the one it runs
-/// under, so a callee can read the deadlines in force (``Task/activeEngineDeadline(for:)-5s4ck``)
+/// under, so a callee can read the deadlines in force (`Task.activeEngineDeadline(for:)`)
 /// and whether one of them has cancelled the task.
 ///
 /// Unchecked: `UnsafeCurrentTask` is not `Sendable`, but the one call made on it from
