@@ -61,7 +61,8 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: ContinuousClock = ContinuousClock(),
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation, body: body)
+    try await withEngineDeadline(
+        TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation, body: body)
 }
 
 /// `withDeadline` for a deadline on `SuspendingClock`, which reads `CLOCK_MONOTONIC` on
@@ -73,7 +74,8 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: SuspendingClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation, body: body)
+    try await withEngineDeadline(
+        TimerInstant(expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation, body: body)
 }
 
 /// `withDeadline` on an ``EngineClock``: timed by the clock's backend (an engine of your
@@ -93,7 +95,8 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: EngineClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(expiration, tolerance: tolerance, backend: clock.backend, isolation: #isolation, body: body)
+    try await withEngineDeadline(
+        expiration, tolerance: tolerance, backend: clock.backend, isolation: #isolation, body: body)
 }
 
 /// Runs `body` in the current task and cancels the task if `body` is still running
