@@ -57,4 +57,34 @@ func log(_ line: String) {}
 func sample() {}
 func sendHeartbeat() {}
 func sendNextPacket() {}
-func flushMetrics(missed: UInt64) {}
+func flushMetrics(missed: Int) {}
+
+/// swift-service-lifecycle's, as the server article uses it.
+protocol Service: Sendable {
+    func run() async throws
+}
+
+struct ServiceGroup {
+    init(services: [any Service], logger: Logger) {}
+}
+
+extension TimerEngine: Service {
+    func run() async throws {}
+}
+
+struct Server: Service {
+    func run() async throws {}
+}
+
+/// swift-nio's event loop, as far as the server article uses it.
+final class EventLoop: SerialExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {}
+    var executor: any SerialExecutor { self }
+    func preconditionInEventLoop() {}
+}
+
+let logger = Logger(label: "server")
+let server = Server()
+let eventLoop = EventLoop()
+
+func flushPendingWrites() {}
