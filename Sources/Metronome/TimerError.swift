@@ -92,7 +92,7 @@ public struct TimerError: Error, Hashable, Sendable, CustomStringConvertible, Cu
         case ENFILE: return "the system ran out of file descriptors"
         case ENOMEM: return "memory ran out"
         case EPERM where self.operation == "pthread_setschedparam":
-            return "the firing thread may not take a real-time priority (it needs CAP_SYS_NICE)"
+            return "the firing thread may not take a real-time priority without CAP_SYS_NICE"
         case EINVAL where self.operation == "pthread_setaffinity_np":
             return "the firing thread cannot be pinned to that CPU"
         default:
