@@ -25,10 +25,12 @@ build: deps
 # The test suite: state machine, C core contract, SafeDispatchTimer on both backends; then
 # that a client gets no other package and no Foundation; then the Benchmarks package's
 # tests (measurement statistics, the CLI run as a process). Real time, but no timing
-# thresholds.
+# thresholds. Then every documentation snippet compiled as top-level code and in
+# an async function, and a top-level client run.
 test: deps
 	$(SWIFT) test $(CWARNINGS)
 	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh
+	SWIFT=$(SWIFT) scripts/check-snippets.sh
 	$(SWIFT) test $(CWARNINGS) --package-path $(TOOLS)
 
 # The suite with the engine compiled out (the trait `Engine` off, as where there is no

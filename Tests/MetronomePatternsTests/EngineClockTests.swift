@@ -138,7 +138,7 @@ struct EngineClockTests {
         // The core's own answer, naming the call that refused; without the engine, the
         // shutdown that made its GCD stand-in refuse.
         #expect(error?.code == ESHUTDOWN)
-        #expect(error?.operation == (isEngineCompiledIn ? "mtr_timer_create" : "TimerEngine.shutdown"))
+        #expect(error?.operation == (isEngineCompiledIn ? "mtr_timer_create" : "mtr_engine_stop"))
     }
 
     /// A sleep under way when its engine shuts down can never be ended by its timer: it

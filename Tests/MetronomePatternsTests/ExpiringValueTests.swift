@@ -226,7 +226,7 @@ struct ExpiringValueTests: EngineSuite {
         DispatchQueue.concurrentPerform(iterations: workers + 1) { worker in
             guard worker < workers else {
                 spin(for: .milliseconds(5))
-                engine.shutdown()
+                engine.syncShutdown()
                 return
             }
             var values: [ExpiringValue<TrackedValue>] = []
@@ -315,7 +315,7 @@ struct ExpiringValueTests: EngineSuite {
     @Test(.timeLimit(.minutes(1)))
     func onAShutDownEngineTheValueIsExpiredFromTheStart() throws {
         let engine = try makeEngine()
-        engine.shutdown()
+        engine.syncShutdown()
         let expiries = Recorder<Int>()
         let value = ExpiringValue(4, lifetime: .seconds(60), backend: .engine(engine)) { expiries.append($0) }
         #expect(value.isExpired)

@@ -91,7 +91,8 @@ struct OneAPITests {
 
         let timer = SafeDispatchTimer(backend: backend)
         #expect(!timer.schedule(after: .seconds(1)) {})
-        #expect(throws: TimerError.engineShutDown) { try timer.start(after: .seconds(1)) {} }
+        let refused = #expect(throws: TimerError.engineShutDown) { try timer.start(after: .seconds(1)) {} }
+        #expect(refused.map { "\($0)" } == "the timer's engine was shut down")
 
         let scheduler = TimerScheduler(backend: backend)
         var events = scheduler.events.makeAsyncIterator()
@@ -101,9 +102,12 @@ struct OneAPITests {
         var ticks = engine.ticks(every: .seconds(1)).makeAsyncIterator()
         #expect(await ticks.next() == nil)
 
-        await #expect(throws: TimerError.engineShutDown) {
-            try await EngineClock(backend: backend).sleep(for: .seconds(1))
-        }
+        let clock = EngineClock(backend: backend)
+        let slept = await #expect(throws: TimerError.engineShutDown) { try await clock.sleep(for: .seconds(1)) }
+        #expect(slept.map { "\($0)" } == "the timer's engine was shut down")
+        // A deadline cannot throw an error of its own: its body runs cancelled instead.
+        let bounded = await Task { await withDeadline(in: .seconds(1), clock: clock) { Task.isCancelled } }.value
+        #expect(bounded)
 
         #expect(ExpiringValue(1, lifetime: .seconds(60), backend: backend).isExpired)
     }

@@ -185,7 +185,7 @@ struct TimerSchedulerTests: EngineSuite {
         DispatchQueue.concurrentPerform(iterations: 4) { worker in
             guard worker > 0 else {
                 usleep(500)
-                engine.shutdown()
+                engine.syncShutdown()
                 return
             }
             for _ in 0..<500 { scheduled.append(scheduler.schedule(after: .seconds(3600))) }

@@ -81,7 +81,7 @@ struct EngineFaultTests {
         let shutdownReturned = Atomic<Bool>(false)
         let shutdownDone = DispatchSemaphore(value: 0)
         Thread {
-            engine.shutdown()
+            engine.syncShutdown()
             shutdownReturned.store(true, ordering: .sequentiallyConsistent)
             shutdownDone.signal()
         }.start()
@@ -111,7 +111,7 @@ struct EngineFaultTests {
         }
         let fresh = SafeDispatchTimer(backend: .engine(engine))
         #expect(!fresh.schedule(interval: 0.001) {})
-        engine.shutdown()  // idempotent
+        engine.syncShutdown()  // idempotent
 
         (busy, armed, suspended) = (nil, nil, nil)
         #expect(eventually { contexts.count == 0 }, "\(contexts.count) handler contexts leaked")
@@ -143,7 +143,7 @@ struct EngineFaultTests {
             #expect(
                 timer!.schedule(deadline: .now() + .milliseconds(1)) { _ in
                     withExtendedLifetime(context) {}
-                    engine.shutdown()
+                    engine.syncShutdown()
                     firedBeforeShutdown.store(other.count, ordering: .relaxed)
                     done.signal()
                 })

@@ -54,7 +54,7 @@ struct EngineLifecycleTests {
             finished.signal()
         }.start()
         started.wait()
-        engine.shutdown()
+        engine.syncShutdown()
         #expect(finished.wait(timeout: .now() + 60) == .success)
 
         for index in stride(from: 0, to: 20_000, by: 100) {
@@ -329,7 +329,7 @@ struct EngineLifecycleTests {
         let engine = try TimerEngine()
         try #require(Self.engineFires(SafeDispatchTimer(backend: .engine(engine))))
         try #require(Self.valueExpires(on: engine))
-        engine.shutdown()
+        engine.syncShutdown()
         // Types are never freed: the filler makes them only around each fork, in bursts,
         // a few hundred kilobytes a round instead of about 150 MB a second.
         let stop = Atomic<Bool>(false)

@@ -161,7 +161,7 @@ struct ArticleSnippetTests {
         timeline.advance(by: .seconds(3))
         #expect(heartbeat.sent.count.load(ordering: .relaxed) == 3)
         let stopped = try TimerEngine()
-        stopped.shutdown()
+        stopped.syncShutdown()
         #expect(throws: TimerError.engineShutDown) {
             try heartbeat.startHeartbeat(on: SafeDispatchTimer(backend: .engine(stopped)))
         }

@@ -23,9 +23,9 @@ struct EngineShutdownTests {
                 handler: recorder.handler))
         #expect(harness.wait(for: recorder, count: 2))
 
-        engine.shutdown()
+        engine.syncShutdown()
         let epoch = recorder.bumpEpoch()
-        engine.shutdown()  // idempotent
+        engine.syncShutdown()  // idempotent
         #expect(engine.counters.armed == 0)
         harness.advance(by: .milliseconds(40))
         // Inline handlers: shutdown waited for the running one, so none starts later. On a
@@ -65,7 +65,7 @@ struct EngineShutdownTests {
         let (name, configuration) = Self.badConfigurations[index]
         do {
             let engine = try TimerEngine(configuration: configuration)
-            engine.shutdown()
+            engine.syncShutdown()
             Issue.record("\(name): the engine started")
         } catch {
             #expect(error.code == EINVAL, "\(name): \(error)")

@@ -26,7 +26,7 @@ struct EngineStandInTests {
     @Test(.timeLimit(.minutes(1)))
     func handlersWithoutAQueueRunOneAtATime() throws {
         let engine = try TimerEngine()
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let (first, second) = (SafeDispatchTimer(backend: .engine(engine)), SafeDispatchTimer(backend: .engine(engine)))
         let entered = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)

@@ -125,7 +125,7 @@ struct LaterRescheduleTests {
         }
         let shutdownAt = first.advanced(by: .microseconds(shutdownAfterMicroseconds))
         while TimerClock.monotonic.now() < shutdownAt {}
-        engine.shutdown()
+        engine.syncShutdown()
 
         #expect(timers.filter { $0.state == .cancelled }.count == count - firedBeforeItsPush)
         #expect(fired.load(ordering: .relaxed) == firedBeforeItsPush, "a handler ran for a deadline it had left")

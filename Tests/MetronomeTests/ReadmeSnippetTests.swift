@@ -1,11 +1,11 @@
 // swift-format-ignore-file
 // Its blocks are the README's code, line for line (DocumentationSnippetTests), laid out
 // as the reader sees them.
-@preconcurrency import Dispatch
 import MetronomeTesting
 import Testing
 
-// The README's first example, from its import on.
+// The README's first example, from its imports on.
+import Dispatch                                          // DispatchTime, DispatchQueue
 import Metronome
 
 // Dropping the poller cancels its timer, in any state.
@@ -22,6 +22,15 @@ final class BackgroundPoller: Sendable {
     func unpause() { self.timer.resume() }               // no-op unless suspended
     func stop() { self.timer.cancel() }                  // no-op unless running or suspended
     private func fetchData() {}
+}
+
+/// What the deadline block calls: each answers at once with the id it was given.
+private struct Database {
+    func user(id: Int) async throws -> Int { id }
+}
+
+private struct Profiles {
+    func load(_ id: Int) async throws -> Int { id }
 }
 
 /// The code of the README's ```swift blocks, kept compiling and running here. Each block is
@@ -92,13 +101,28 @@ struct ReadmeSnippetTests {
         // Many threads arming their own timeouts: a shard each, so they share no lock.
         let server = try TimerEngine(configuration: .init(shards: 8))
         let timeout = SafeDispatchTimer(backend: .engine(server))
+        await server.shutdown()                                  // syncShutdown() in synchronous code
 
         #expect(timer.state == .cancelled)
         #expect(wall.cancel())
         #expect([gcd.state, precise.state, timeout.state] == [.idle, .idle, .idle])
+        #expect(!timeout.schedule(after: .seconds(1)) {}, "a timer on the stopped engine schedules nothing")
         #expect(server.configuration.shards == 8)
         await rt.shutdown()
-        await server.shutdown()
+    }
+
+    /// The README's deadline block: both calls return at once, long before their deadlines,
+    /// with the body's result.
+    @Test(.timeLimit(.minutes(1)))
+    func deadlines() async throws {
+        let database = Database()
+        let profiles = Profiles()
+        let id = 7
+        let user = try await withDeadline(in: .milliseconds(200)) { try await database.user(id: id) }
+        let deadline = ContinuousClock.now + .seconds(2)         // one deadline for several calls
+        let profile = try await withDeadline(deadline, tolerance: .milliseconds(5)) { try await profiles.load(id) }
+        #expect(user == id && profile == id)
+        #expect(!Task.isCancelled)
     }
 
     // MARK: Ticks, an idle timeout, timers by id

@@ -33,7 +33,7 @@ struct RescheduleRaceTests {
         let start = Self.now()
         let (engine, timer, firings) = try Self.armedOneShot(
             at: start.advanced(by: .seconds(10)), leeway: .microseconds(5))
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
 
         #expect(timer.reschedule(at: start.advanced(by: .seconds(15))))
         let pushed = start.advanced(by: .seconds(20))
@@ -80,7 +80,7 @@ struct RescheduleRaceTests {
     @Test(.timeLimit(.minutes(1)), arguments: [false, true])
     func aPushRacingItsOldDeadlineMovesTheFiringOrIsRefused(onQueue: Bool) throws {
         let engine = try TimerEngine()
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let queue = onQueue ? DispatchQueue(label: "metronome.tests.pushed-race") : nil
         var random = SplitMix64(seed: 7)
         // Each round's last deadline a reschedule accepted: one that returns `false` found
@@ -120,7 +120,7 @@ struct RescheduleRaceTests {
     func pushesFromManyThreadsLeaveOneDeadline() throws {
         let base = Self.now().advanced(by: .seconds(1))
         let (engine, timer, firings) = try Self.armedOneShot(at: base)
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let drawn = Atomic(Int64(0))
         let accepted = LockedBox<Set<Int64>>([])
         DispatchQueue.concurrentPerform(iterations: 4) { _ in
@@ -154,7 +154,7 @@ struct RescheduleRaceTests {
             #expect(timer.schedule(at: first) { firings.record($0) })
             #expect(timer.reschedule(at: first.advanced(by: .seconds(1))))
         }
-        engine.shutdown()
+        engine.syncShutdown()
         for timer in timers {
             #expect(!timer.reschedule(at: first.advanced(by: .seconds(2))))
             #expect(!timer.reschedule(after: .seconds(20)))
@@ -166,7 +166,7 @@ struct RescheduleRaceTests {
     @Test(.timeLimit(.minutes(1)))
     func aTimerDroppedAfterAPushNeverFires() throws {
         let engine = try TimerEngine()
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let freed = LaterRescheduleTests.Canary.Count()
         let firings = OneShotFirings()
         var timers: [SafeDispatchTimer] = []

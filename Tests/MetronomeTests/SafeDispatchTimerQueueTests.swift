@@ -79,7 +79,7 @@ struct SafeDispatchTimerQueueTests {
         try #require(entered.wait(timeout: .now() + 10) == .success)
         // Periods pass: the next firing waits behind the running handler.
         #expect(eventually { engine.counters.fired >= 3 })
-        engine.shutdown()
+        engine.syncShutdown()
         #expect(timer.state == .cancelled)
         release.signal()
         // Time for the waiting firing to reach the queue, before any cancel of ours.

@@ -144,7 +144,7 @@ struct SafeDispatchTimerReentrancyTests {
         owners = nil
         #expect(watches.allSatisfy { $0.owner != nil }, "a scheduled timer let go of its handler")
 
-        engine.shutdown()
+        engine.syncShutdown()
         #expect(timers.map(\.state) == [.cancelled, .cancelled, .cancelled, .cancelled, .suspended])
         let freed = watches.map { $0.owner == nil }
         #expect(freed == [true, true, true, true, false], "owners freed by the shutdown: \(freed)")

@@ -16,7 +16,7 @@ struct SharedEngineTests {
 
     @Test(.timeLimit(.minutes(1)))
     func theBlockingShutdownLeavesSharedRunning() {
-        TimerEngine.shared.shutdown()
+        TimerEngine.shared.syncShutdown()
         #expect(Self.sharedFires())
     }
 

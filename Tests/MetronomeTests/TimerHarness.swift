@@ -243,7 +243,7 @@ final class EngineHarness: TimerHarness {
 
     func tearDown() {
         if !self.abandoned.load(ordering: .relaxed) {
-            self.engine.shutdown()
+            self.engine.syncShutdown()
         }
     }
 }

@@ -29,7 +29,7 @@ private func raceAgainstSleep<Success: Sendable>(
         group.addTask { try await operation() }
         group.addTask {
             try await Task.sleep(for: timeout)
-            throw TimeoutError()
+            throw CancellationError()
         }
         defer { group.cancelAll() }
         return try await group.next()!
@@ -38,10 +38,10 @@ private func raceAgainstSleep<Success: Sendable>(
 
 private func deadlineBenchmarks() {
     let engineSlot = Slot<TimerEngine>()
-    Benchmark("Deadline: withTimeout (engine)") { benchmark async in
-        let engine = engineSlot.value!
+    Benchmark("Deadline: withDeadline (engine)") { benchmark async in
+        let clock = EngineClock(backend: .engine(engineSlot.value!))
         for index in benchmark.scaledIterations {
-            blackHole(try? await withTimeout(.seconds(60), engine: engine) { index })
+            blackHole(await withDeadline(in: .seconds(60), clock: clock) { index })
         }
     } setup: {
         engineSlot.value = try TimerEngine()

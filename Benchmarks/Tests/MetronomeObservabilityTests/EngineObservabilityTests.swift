@@ -26,7 +26,7 @@ struct EngineObservabilityTests {
 
     @Test func refusedThreadSettingsAreWarnings() throws {
         let engine = try TimerEngine(configuration: .init(name: "observed"))
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let handler = InMemoryLogHandler()
         let log = EngineEventLog(engine: engine, logger: Logger(label: "test") { _ in handler })
         let refusal = TimerError(code: EPERM, operation: "pthread_setschedparam")
@@ -42,7 +42,7 @@ struct EngineObservabilityTests {
 
     @Test func clockStepsAndLateFiringsAreLoggedOnceEach() throws {
         let engine = try TimerEngine()
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let handler = InMemoryLogHandler()
         var log = EngineEventLog(engine: engine, logger: Logger(label: "test") { _ in handler })
         log.record(Self.counters())
@@ -59,7 +59,7 @@ struct EngineObservabilityTests {
 
     @Test func countersGrowByWhatChangedAndGaugesTakeTheReading() throws {
         let engine = try TimerEngine(configuration: .init(name: "metered"))
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let metrics = TestMetrics()
         var exported = EngineMetrics(prefix: "t", engine: engine, factory: metrics)
         let dimensions = [("engine", "metered")]

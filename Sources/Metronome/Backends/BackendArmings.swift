@@ -41,7 +41,7 @@ final class BackendArmings: Sendable {
             table.lastID += 1
             return table.lastID
         }
-        guard let id else { throw Self.stopped }
+        guard let id else { throw .engineShutDown }
         let target = WeakTimer(core: receiver)
         let isOneShot = schedule.periodNanoseconds == nil
         let queue = receiver.delivery?.queue
@@ -50,7 +50,7 @@ final class BackendArmings: Sendable {
             target.core?.receive(tick.on(clock), from: id, firedOnQueue: queue != nil)
         }
         // A backend says only that it can arm no more, as an engine that was shut down.
-        guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }
+        guard let handle else { throw .engineShutDown }
         // A stop that came meanwhile did not see this arming: it is refused here instead.
         let kept = self.table.withLockedValue { table in
             guard !table.isStopped else { return false }
@@ -59,7 +59,7 @@ final class BackendArmings: Sendable {
         }
         guard kept else {
             handle.disarm()
-            throw Self.stopped
+            throw .engineShutDown
         }
         return id
     }
@@ -94,10 +94,6 @@ final class BackendArmings: Sendable {
         }
         for arming in armings { arming.handle.disarm() }
         return armings.compactMap(\.timer.core)
-    }
-
-    private static var stopped: TimerError {
-        TimerError(code: ESHUTDOWN, operation: "TimerEngine.shutdown")
     }
 }
 

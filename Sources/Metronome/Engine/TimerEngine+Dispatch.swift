@@ -52,16 +52,8 @@ extension TimerEngine: BackendArmingsFiring {
     /// releases every handler. A running ``SafeDispatchTimer`` on it is then cancelled; a
     /// suspended one stays suspended, and resuming it returns `false`. Timers scheduled on
     /// it afterwards return `false`. Idempotent. From a handler on the queue of any engine
-    /// it returns without waiting. On ``shared`` it does nothing.
-    @available(*, noasync, message: "Blocks a thread while a handler runs; use `await shutdown()`")
-    public func shutdown() {
-        guard !self.isShared else { return }
-        for timer in self.armings.stop() { timer.released() }
-        if DispatchQueue.getSpecific(key: Self.firingQueueKey) == nil { self.firingQueue.sync {} }
-    }
-
-    /// Stops the engine as `shutdown()` does, suspending the task, not blocking its
-    /// thread, while a running handler finishes. On ``shared`` it does nothing.
+    /// it returns without waiting. The task is suspended, not its thread blocked, while a
+    /// running handler finishes. On ``shared`` it does nothing.
     public func shutdown() async {
         guard !self.isShared else { return }
         for timer in self.armings.stop() { timer.released() }
@@ -69,6 +61,21 @@ extension TimerEngine: BackendArmingsFiring {
         await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
             self.firingQueue.async { stopped.resume() }
         }
+    }
+
+    /// Stops the engine as `await shutdown()` does, blocking the calling thread while a running
+    /// handler finishes.
+    @available(*, noasync, message: "Blocks the thread while a handler runs; use `await shutdown()`")
+    public func syncShutdown() {
+        guard !self.isShared else { return }
+        for timer in self.armings.stop() { timer.released() }
+        if DispatchQueue.getSpecific(key: Self.firingQueueKey) == nil { self.firingQueue.sync {} }
+    }
+
+    /// The blocking form's old name (see the engine's).
+    @available(*, unavailable, renamed: "syncShutdown()")
+    public func shutdown() {
+        self.syncShutdown()
     }
 
     /// The timers armed now; every other counter is zero, as GCD reports none of them.

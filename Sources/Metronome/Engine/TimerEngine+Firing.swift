@@ -14,7 +14,7 @@ extension TimerEngine: TimerFiring {
         throws(TimerError) -> UInt64
     {
         // An engine that failed to start is one that can arm nothing.
-        guard let raw = self.raw else { throw TimerError(code: ESHUTDOWN, operation: "mtr_timer_move") }
+        guard let raw = self.raw else { throw .engineShutDown }
         var timer = previous ?? 0
         if previous == nil { timer = try Self.create(raw, for: receiver) }
         var moved: mtr_timer_id = 0

@@ -46,6 +46,6 @@ extension TimerEngine.Configuration {
     }
 
     private static func refusal(_ setting: String, _ reason: String) -> TimerError {
-        TimerError(code: EINVAL, operation: "mtr_engine_create", setting: setting, reason: reason)
+        .invalid(setting, reason, in: "mtr_engine_create")
     }
 }

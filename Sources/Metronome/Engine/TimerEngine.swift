@@ -229,26 +229,17 @@ public final class TimerEngine: Sendable {
     /// Stops the engine: disarms every timer, waits for a running handler, releases every
     /// handler. A running ``SafeDispatchTimer`` on it is then cancelled; a suspended one
     /// stays suspended, and resuming it returns `false`. Timers scheduled on it afterwards
-    /// return `false`. Idempotent. From an inline handler of any engine it returns at once,
-    /// and this engine's firing thread finishes the teardown (after its own running handler,
-    /// if it is this engine's): a firing thread never waits for another, so engines whose
-    /// handlers shut each other down cannot deadlock.
+    /// return `false`; a sleep or a call that needs it throws ``TimerError/engineShutDown``.
+    /// Idempotent. From an inline handler of any engine it returns at once, and this
+    /// engine's firing thread finishes the teardown (after its own running handler, if it is
+    /// this engine's): a firing thread never waits for another, so engines whose handlers
+    /// shut each other down cannot deadlock.
     ///
-    /// It blocks the calling thread while a handler runs, so `async` code calls
-    /// `await shutdown()`, which waits without holding a thread of the concurrency pool.
+    /// The task is suspended, not its thread blocked, while a running handler finishes.
+    /// Synchronous code calls ``syncShutdown()``.
+    ///
     /// On ``shared`` it does nothing: every library in the process may use that engine, so
     /// none of them may stop it under the others.
-    ///
-    /// The corresponding C function is `mtr_engine_stop`.
-    @available(*, noasync, message: "Blocks a thread while a handler runs; use `await shutdown()`")
-    public func shutdown() {
-        self.stop()
-    }
-
-    /// Stops the engine as `shutdown()` does, suspending the task, not blocking its
-    /// thread, while a running handler finishes.
-    ///
-    /// On ``shared`` it does nothing, as the blocking form.
     ///
     /// The corresponding C function is `mtr_engine_stop`.
     public func shutdown() async {
@@ -262,12 +253,29 @@ public final class TimerEngine: Sendable {
         }
     }
 
+    /// Stops the engine as `await shutdown()` does, blocking the calling thread while a running
+    /// handler finishes: for synchronous code, as swift-nio's `syncShutdownGracefully()`.
+    ///
+    /// The corresponding C function is `mtr_engine_stop`.
+    @available(*, noasync, message: "Blocks the thread while a handler runs; use `await shutdown()`")
+    public func syncShutdown() {
+        self.stop()
+    }
+
+    /// The blocking form's old name. Unavailable rather than deprecated: while a
+    /// synchronous `shutdown()` exists, top-level code (`main.swift`) resolves
+    /// `await engine.shutdown()` to it.
+    @available(*, unavailable, renamed: "syncShutdown()")
+    public func shutdown() {
+        self.stop()
+    }
+
     private func stop() {
         guard !self.isShared, let raw = self.raw else { return }
         mtr_engine_stop(raw)
     }
 
-    /// Whether ``shutdown()`` was called, so a timer whose arming the stop drops can tell it
+    /// Whether the engine was shut down, so a timer whose arming the stop drops can tell it
     /// from a cancel of its own. The flag is the core's, not an `Atomic` of ours: an
     /// unoptimized deinit asks the Swift runtime for a generic stored property's type, under
     /// locks a forked child may find held for good.

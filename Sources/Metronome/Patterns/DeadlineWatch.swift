@@ -6,6 +6,10 @@ import Synchronization
 /// open, and the scope waits for a cancellation under way before it returns. So a deadline
 /// never cancels its task after the call that set it has returned.
 ///
+/// The watch is also the task-local record of the deadline, linked to the one it runs
+/// under, so a callee can read the deadlines in force (`Task.activeEngineDeadline(for:)`)
+/// and whether one of them has cancelled the task.
+///
 /// Unchecked: `UnsafeCurrentTask` is not `Sendable`, but the one call made on it from
 /// another thread, `cancel()`, is one that `Task` offers too and is safe from any thread;
 /// the reference it holds keeps the task's memory alive as long as this object lives.
@@ -14,23 +18,40 @@ final class DeadlineWatch: @unchecked Sendable {
     enum Phase: UInt8 {
         /// The timer is being armed.
         case arming
-        /// The timer is armed and the operation may run.
+        /// The timer is armed and the body may run.
         case armed
         /// The firing thread or a stopping engine is cancelling the task.
         case cancelling
         /// The deadline passed and the task was cancelled.
         case timedOut
-        /// The engine stopped: the task was cancelled if the operation could have run.
+        /// The engine stopped or refused the deadline, which then cancelled the task.
         case engineStopped
         /// The scope ended first; nothing touches the task any more.
         case ended
     }
 
+    /// The deadlines in force in the current task, innermost first.
+    @TaskLocal static var innermost: DeadlineWatch?
+
+    /// When the deadline falls, on its own clock.
+    let deadline: TimerInstant
+    /// The deadline this one runs under, if any.
+    let outer: DeadlineWatch?
     private let task: UnsafeCurrentTask
     private let phase = Atomic<UInt8>(Phase.arming.rawValue)
 
-    init(task: UnsafeCurrentTask) {
+    init(task: UnsafeCurrentTask, deadline: TimerInstant, outer: DeadlineWatch?) {
         self.task = task
+        self.deadline = deadline
+        self.outer = outer
+    }
+
+    /// Whether this deadline has cancelled, or is cancelling, its task.
+    var hasCancelled: Bool {
+        switch Phase(rawValue: self.phase.load(ordering: .acquiring))! {
+        case .cancelling, .timedOut, .engineStopped: true
+        case .arming, .armed, .ended: false
+        }
     }
 
     /// The timer fired: cancels the task unless the scope has ended.
@@ -39,8 +60,8 @@ final class DeadlineWatch: @unchecked Sendable {
     }
 
     /// The engine let go of the timer's handler without running it. During the arming that
-    /// is a refusal or a stop that the scope reports itself, so nothing is cancelled;
-    /// afterwards the engine stopped under a running operation, which is cancelled.
+    /// is a refusal or a stop that the scope handles itself (``refused()``), so nothing is
+    /// cancelled here; afterwards the engine stopped under a running body, which is cancelled.
     func engineLetGo() {
         if self.phase.compareExchange(
             expected: Phase.arming.rawValue, desired: Phase.engineStopped.rawValue, ordering: .acquiringAndReleasing
@@ -50,23 +71,29 @@ final class DeadlineWatch: @unchecked Sendable {
         _ = self.cancel(from: .armed, endingAs: .engineStopped)
     }
 
-    /// The arming succeeded; `false` if the engine stopped meanwhile, and the operation must
-    /// not start.
+    /// The arming succeeded; `false` if the engine stopped meanwhile, and the deadline can
+    /// no longer be timed.
     func armed() -> Bool {
         let (exchanged, phase) = self.phase.compareExchange(
             expected: Phase.arming.rawValue, desired: Phase.armed.rawValue, ordering: .acquiringAndReleasing)
         return exchanged || phase != Phase.engineStopped.rawValue
     }
 
-    /// Closes the scope and tells how the deadline ended: `.ended` when nothing cancelled the
-    /// task. Waits out a cancellation under way on another thread, which takes no longer than
-    /// the task's cancellation handlers.
-    func end() -> Phase {
+    /// Called in the task itself, when no timer can fire: the deadline has passed already
+    /// (`passed`), or the engine refused it. Either way the body runs cancelled, as past its
+    /// deadline: a deadline that cannot be kept never lets the work run unbounded.
+    func cancelAtOnce(passed: Bool) {
+        self.task.cancel()
+        self.phase.store((passed ? Phase.timedOut : .engineStopped).rawValue, ordering: .releasing)
+    }
+
+    /// Closes the scope. Waits out a cancellation under way on another thread, which takes
+    /// no longer than the task's cancellation handlers.
+    func end() {
         while true {
             let (exchanged, phase) = self.phase.compareExchange(
                 expected: Phase.armed.rawValue, desired: Phase.ended.rawValue, ordering: .acquiringAndReleasing)
-            if exchanged { return .ended }
-            guard phase == Phase.cancelling.rawValue else { return Phase(rawValue: phase)! }
+            guard !exchanged, phase == Phase.cancelling.rawValue else { return }
             sched_yield()
         }
     }

@@ -96,7 +96,7 @@ public struct EngineClock: Clock, Sendable {
     ///   shuts down during the sleep.
     public func sleep(until deadline: TimerInstant, tolerance: Duration? = nil) async throws {
         guard deadline.clock == self.clock else {
-            throw TimerError.invalid("deadline", "is on the \(deadline.clock) clock, not \(self.clock)", in: "sleep")
+            throw TimerError.wrongClock(deadline.clock, expected: self.clock, in: "sleep")
         }
         try Task.checkCancellation()
         if deadline <= self.now { return }
@@ -111,7 +111,7 @@ public struct EngineClock: Clock, Sendable {
                 // A sleep that neither fired nor was cancelled when the timer lets go of its
                 // handler was stopped by its engine's shutdown: it ends then, not never.
                 let stopped = OnRelease {
-                    sleep.finish(with: TimerError(code: ESHUTDOWN, operation: "mtr_engine_stop"))
+                    sleep.finish(with: TimerError.engineShutDown)
                 }
                 // Held until a refusal has ended the sleep with the backend's own error.
                 withExtendedLifetime(stopped) {

@@ -1,17 +1,10 @@
-/// The deadline of ``withTimeout(_:leeway:engine:isolation:operation:)`` or `withDeadline`
-/// passed, and the operation then ended by throwing.
+/// What ``withTimeout(_:leeway:engine:isolation:operation:)`` threw when its deadline passed
+/// and the operation then threw, in place of the operation's own error.
 ///
-/// It stands in for the operation's own error, which is most often the `CancellationError`
-/// that the deadline's cancellation caused. Every `TimeoutError` equals every other, so a
-/// caller can compare with `==` or match the type:
-///
-/// ```swift
-/// do {
-///     return try await withTimeout(.milliseconds(200)) { try await backend.fetch(key) }
-/// } catch let error as TimeoutError {
-///     throw ServiceUnavailable(reason: "\(error)")
-/// }
-/// ```
+/// Deprecated with `withTimeout`, and to be removed before 1.0: the standard's
+/// `withDeadline` (SE-0526), which this module's `withDeadline` follows, throws the body's
+/// own error, typed, and leaves a wrapper out by design.
+@available(*, deprecated, message: "withDeadline throws the body's own error; read Task.isEngineDeadlineExpired")
 public struct TimeoutError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Creates the error.
     public init() {}
@@ -19,5 +12,40 @@ public struct TimeoutError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Says what happened, for logs.
     public var description: String {
         "the deadline passed before the operation finished"
+    }
+}
+
+/// Runs `operation` with a deadline `timeout` from now, as before `withDeadline` took the
+/// standard's shape: throws ``TimeoutError`` in place of the operation's error when the
+/// deadline passed, and ``TimerError/engineShutDown`` for a stopped engine.
+///
+/// Deprecated, and to be removed before 1.0: call `withDeadline(in:tolerance:body:)`, which
+/// throws the body's own error (a `CancellationError` after the deadline), and an
+/// ``EngineClock`` for an engine of your own.
+///
+/// - Parameters:
+///   - timeout: How long the operation may run, on `ContinuousClock`.
+///   - leeway: How late the cancellation may come.
+///   - engine: The engine whose firing thread cancels the task.
+///   - isolation: The caller's actor, inherited.
+///   - operation: The work to bound.
+/// - Returns: What `operation` returned.
+/// - Throws: ``TimeoutError``, ``TimerError``, or the operation's own error.
+@available(*, deprecated, message: "Use withDeadline(in:tolerance:body:), which throws the body's own error")
+public func withTimeout<Success>(
+    _ timeout: Duration,
+    leeway: Duration = .zero,
+    engine: TimerEngine = .shared,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Success
+) async throws -> Success {
+    let clock = EngineClock(backend: .engine(engine), clock: .boottime)
+    let expiration = clock.now + timeout
+    do {
+        return try await withDeadline(expiration, tolerance: leeway, clock: clock) { try await operation() }
+    } catch {
+        if engine.hasStopped { throw TimerError.engineShutDown }
+        if clock.now >= expiration { throw TimeoutError() }
+        throw error
     }
 }

@@ -181,6 +181,6 @@ extension SafeDispatchTimer {
     /// Refuses a deadline read on another clock than the timer's.
     private func check(_ deadline: TimerInstant, in operation: String) throws(TimerError) {
         guard deadline.clock != self.clock else { return }
-        throw .invalid("deadline", "is on the \(deadline.clock) clock, not \(self.clock)", in: operation)
+        throw .wrongClock(deadline.clock, expected: self.clock, in: operation)
     }
 }

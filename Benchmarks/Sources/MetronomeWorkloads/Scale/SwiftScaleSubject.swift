@@ -11,7 +11,7 @@ public struct SwiftScaleSubject: ScaleSubject {
 
     public func run(_ config: ScaleConfiguration) throws -> ScaleResult {
         let engine = try TimerEngine(configuration: .init(shards: config.shards))
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let log = FireLog(expected: config.timers)
         var random = SplitMix64(seed: config.seed)
         let base = MonotonicTime.now()

@@ -144,7 +144,7 @@ final class StressExpiringPool: StressSubject {
         let ledger = self.ledger.withLock { $0 }
         self.audit(ledger)
         let counters = self.engine.counters
-        self.engine.shutdown()
+        self.engine.syncShutdown()
         return StressResult(
             backend: self.name,
             seconds: seconds,

@@ -144,7 +144,7 @@ final class StressLifecycleSubject: StressSubject {
             defer { current = fresh }
             return current
         }
-        old?.shutdown()
+        old?.syncShutdown()
     }
 
     /// A timer whose handler shuts down its own engine, beside a pooled timer on it.
@@ -154,7 +154,7 @@ final class StressLifecycleSubject: StressSubject {
         let context = StressHandlerContext(token: 0, repeating: false, live: self.live)
         timer.schedule(deadline: .now() + .microseconds(Int(random.next(below: 2_000)))) { _ in
             withExtendedLifetime(context) {}
-            engine.shutdown()
+            engine.syncShutdown()
         }
         let neighbour = Tracked(SafeDispatchTimer(backend: .engine(engine)))
         self.schedule(neighbour, in: .milliseconds(1), repeating: true)
@@ -198,7 +198,7 @@ final class StressLifecycleSubject: StressSubject {
             holder.timer.withLock { $0 = timer }
             timer.schedule(deadline: deadline) { _ in
                 withExtendedLifetime(context) {}
-                other.shutdown()
+                other.syncShutdown()
                 holder.timer.withLock { $0 = nil }
             }
         }
@@ -220,7 +220,7 @@ final class StressLifecycleSubject: StressSubject {
             withExtendedLifetime(context) {}
             let pid = fork()
             if pid == 0 {
-                engine.shutdown()
+                engine.syncShutdown()
                 _exit(0)
             }
             if pid > 0 { self.reap(pid) }
@@ -366,7 +366,7 @@ final class StressLifecycleSubject: StressSubject {
             defer { current = nil }
             return current
         }
-        last?.shutdown()
+        last?.syncShutdown()
         withExtendedLifetime(last) {}
         if !eventually(timeout: .seconds(10), { self.live.liveCount == 0 }) {
             let live = self.live.liveCount

@@ -177,7 +177,7 @@ final class StressSchedulerPool: StressSubject {
         if fired < UInt64(executed) {
             self.violations.record(.engineFired, subject: self.name, "fired \(fired) < \(executed) executed events")
         }
-        self.engine.shutdown()
+        self.engine.syncShutdown()
         return StressResult(
             backend: self.name,
             seconds: seconds,

@@ -345,7 +345,7 @@ final class StressTimerPool: StressSubject {
                     .engineMissed, subject: self.name,
                     "fired \(snapshot.fired) + missed \(snapshot.missedPeriods) < \(accounted) seen")
             }
-            engine.shutdown()
+            engine.syncShutdown()
             counters = engine.counters
         }
         if !eventually(seconds: 5, { self.live.liveCount == 0 }) {

@@ -31,7 +31,7 @@ struct SessionsWorkload {
         let progress = Terminal.progress(quiet: json)
         progress?("scale: sessions on ExpiringValue…")
         let engine = try TimerEngine()
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let expiring = try SessionsProbe(name: "expiring-value", config: self.config) { id, lifetime, log in
             guard let log else { return ExpiringValue(id, lifetime: .nanoseconds(lifetime), backend: .engine(engine)) }
             return ExpiringValue(id, lifetime: .nanoseconds(lifetime), backend: .engine(engine)) { log.record($0) }

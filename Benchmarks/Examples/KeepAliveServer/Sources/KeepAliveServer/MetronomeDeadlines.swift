@@ -2,7 +2,7 @@ import Metronome
 import NIOCore
 
 /// The Swift-concurrency shape on Metronome: the work runs in the request's own task, and
-/// one engine timer (`withTimeout`) cancels that task at the deadline. No child task, no
+/// one engine timer (`withDeadline`) cancels that task at the deadline. No child task, no
 /// second timer.
 struct MetronomeTaskDeadline: TaskDeadline {
     let engine: TimerEngine
@@ -10,10 +10,12 @@ struct MetronomeTaskDeadline: TaskDeadline {
     func run<Result: Sendable>(
         within timeout: Duration, on loop: any EventLoop, _ work: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
-        do {
-            return try await withTimeout(timeout, engine: self.engine) { try await work() }
-        } catch is TimeoutError {
-            throw DeadlineExceeded()
+        try await withDeadline(in: timeout, clock: EngineClock(backend: .engine(self.engine))) {
+            do {
+                return try await work()
+            } catch is CancellationError where Task.isEngineDeadlineExpired {
+                throw DeadlineExceeded()
+            }
         }
     }
 }

@@ -51,7 +51,7 @@ struct ServerOptions: Sendable {
         var summary: String {
             switch self {
             case .floor: "work in the request's task, no timer at all (no idle timeout, no flush)"
-            case .metronome: "work in the request's task; withTimeout cancels it from the engine's thread"
+            case .metronome: "work in the request's task; withDeadline cancels it from the engine's thread"
             case .nio: "work in the request's task; loop.scheduleTask { task.cancel() } cancels it"
             case .metronomeGroup: "a task group races the work against Task.sleep on an EngineClock"
             case .nioGroup: "a task group races the work against a loop.scheduleTask future"
