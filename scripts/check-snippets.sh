@@ -55,7 +55,7 @@ root, package = sys.argv[1], sys.argv[2]
 # MetronomeInAServer.md waits for its snippets to take withDeadline's shape: until then
 # they use the deprecated withTimeout, and one is a function's body (a `return`). Its
 # other names are stubbed already: take it off this list with that change.
-pending = {"Sources/Metronome/Metronome.docc/MetronomeInAServer.md"}
+pending = set()
 files = ["README.md"] + sorted(
     os.path.relpath(path, root) for path in glob.glob(f"{root}/Sources/Metronome/Metronome.docc/*.md"))
 files = [path for path in files if path not in pending]
