@@ -68,6 +68,9 @@ enum StressEdgeChildren {
     /// grandchild returns into the stop, finishes it and destroys the engine, as the child
     /// does: neither may crash or hang. Exit 12 when the grandchild did.
     static func forkInRelease() -> Int32 {
+        // Freed memory is overwritten (glibc's M_PERTURB), so that a use after free shows
+        // without a sanitizer: a destroyed mutex locks no more, a freed pointer points nowhere.
+        Self.perturbFreedMemory()
         var config = mtr_engine_config()
         mtr_engine_config_init(&config)
         config.on_fire = { _, _ in }
@@ -92,6 +95,14 @@ enum StressEdgeChildren {
         if pid == ReleaseFork.inGrandchild { _exit(0) }
         guard pid > 0 else { return 0 }  // no process to spare: not the library's fault
         return StressChild.reap(pid) == nil ? 0 : 12
+    }
+
+    /// `mallopt(M_PERTURB, 0xA5)`, which SwiftGlibc does not import (`<malloc.h>`).
+    private static func perturbFreedMemory() {
+        typealias MallOpt = @convention(c) (Int32, Int32) -> Int32
+        guard let symbol = dlsym(nil, "mallopt") else { return }
+        let perturb: Int32 = -6  // M_PERTURB
+        _ = unsafeBitCast(symbol, to: MallOpt.self)(perturb, 0xA5)
     }
 
     /// What ``forkInRelease()``'s release callback, which captures nothing, shares.

@@ -20,9 +20,9 @@ final class StressEdgesSubject: StressSubject {
         /// Out of every 100,000 operations.
         var weight: Int {
             switch self {
-            case .armDueNow: 99_910
-            case .startRacesShutdown: 25
-            case .deadlineRacesShutdown: 25
+            case .armDueNow: 99_840
+            case .startRacesShutdown: 60
+            case .deadlineRacesShutdown: 60
             case .oneShotsSettle: 25
             case .descriptorSweep: 5
             case .forkInRelease: 5
@@ -125,50 +125,61 @@ final class StressEdgesSubject: StressSubject {
     /// starts are under way, so that it lands among them.
     private func startRacesShutdown() {
         guard let engine = try? TimerEngine() else { return }
-        let started = LockedCondition(false)
-        let starter = try? PosixThread.spawn {
-            for _ in 0..<1_000 {
-                do {
-                    try SafeDispatchTimer(backend: .engine(engine)).start(after: .milliseconds(50)) { _ in }
-                    started.update { $0 = true }
-                } catch let error as TimerError where error == .engineShutDown {
-                    break
-                } catch {
-                    self.violations.record(.wrongShutdownError, subject: self.name, "start threw \(error)")
-                    break
+        let started = LockedCondition(0)
+        let starters = (0..<Self.racers).compactMap { _ in
+            try? PosixThread.spawn {
+                var first = true
+                for _ in 0..<1_000 {
+                    do {
+                        try SafeDispatchTimer(backend: .engine(engine)).start(after: .milliseconds(50)) { _ in }
+                    } catch let error as TimerError where error == .engineShutDown {
+                        break
+                    } catch {
+                        self.violations.record(.wrongShutdownError, subject: self.name, "start threw \(error)")
+                        break
+                    }
+                    if first { started.update { $0 += 1 } }
+                    first = false
                 }
+                if first { started.update { $0 += 1 } }
             }
-            started.update { $0 = true }
         }
-        _ = started.wait(timeout: .seconds(10)) { $0 }
+        _ = started.wait(timeout: .seconds(10)) { $0 == starters.count }
         engine.shutdown()
-        starter?.join()
+        for starter in starters { starter.join() }
     }
+
+    /// Threads (or tasks) whose calls race one shutdown.
+    static let racers = 4
 
     /// `withTimeout` from a task while the engine shuts down: each returns, or answers
     /// `.engineShutDown`. The shutdown comes once the calls are under way.
     private func deadlineRacesShutdown() {
         guard let engine = try? TimerEngine() else { return }
-        let started = LockedCondition(false)
-        let finished = LockedCondition(false)
-        Task.detached {
-            for _ in 0..<1_000 {
-                do {
-                    _ = try await withTimeout(.milliseconds(50), engine: engine) { 0 }
-                    started.update { $0 = true }
-                } catch let error as TimerError where error == .engineShutDown {
-                    break
-                } catch {
-                    self.violations.record(.wrongShutdownError, subject: self.name, "withTimeout threw \(error)")
-                    break
+        let started = LockedCondition(0)
+        let finished = LockedCondition(0)
+        for _ in 0..<Self.racers {
+            Task.detached {
+                var first = true
+                for _ in 0..<1_000 {
+                    do {
+                        _ = try await withTimeout(.milliseconds(50), engine: engine) { 0 }
+                    } catch let error as TimerError where error == .engineShutDown {
+                        break
+                    } catch {
+                        self.violations.record(.wrongShutdownError, subject: self.name, "withTimeout threw \(error)")
+                        break
+                    }
+                    if first { started.update { $0 += 1 } }
+                    first = false
                 }
+                if first { started.update { $0 += 1 } }
+                finished.update { $0 += 1 }
             }
-            started.update { $0 = true }
-            finished.update { $0 = true }
         }
-        _ = started.wait(timeout: .seconds(10)) { $0 }
+        _ = started.wait(timeout: .seconds(10)) { $0 == Self.racers }
         engine.shutdown()
-        if !finished.wait(timeout: .seconds(10), until: { $0 }) {
+        if !finished.wait(timeout: .seconds(10), until: { $0 == Self.racers }) {
             self.violations.record(.stall, subject: self.name, "withTimeout did not return in 10 s after a shutdown")
         }
     }

@@ -91,7 +91,7 @@ struct StressCommand: ParsableCommand {
                 "a race the shadow cannot order (overlapping arming calls) is not checked, never reported",
                 "expiring-value: lifetimes 0–3 ms; create 20%, touch 50%, invalidate 10%, read 10%, release 10%",
                 "lifecycle: per 100,000 operations 100 engine shutdowns under other threads, 90 handlers shutting down their engine, 90 dropping it, 40 pairs shutting down each other's, 20 forked children, 10 handlers forking, 10 busy timers beside neighbours on another clock and shard",
-                "edges: per 100,000 operations 25 start(...) and 25 withTimeout racing a shutdown, 25 rounds of 32 one-shots due at once checked against counters.armed, 5 timerfd sweeps and 5 forks in a release callback (each in a child killed after 10 s), 5 processes spawned from a handler (SIGTERM must stop them within 2 s); the rest arm a one-shot due at once or cancel one",
+                "edges: per 100,000 operations 60 start(...) and 60 withTimeout racing a shutdown (4 threads or tasks each), 25 rounds of 32 one-shots due at once checked against counters.armed, 5 timerfd sweeps and 5 forks in a release callback (each in a child killed after 10 s), 5 processes spawned from a handler (SIGTERM must stop them within 2 s); the rest arm a one-shot due at once or cancel one",
             ]
             + (StressSubjects.forksChildren ? [] : ["lifecycle, edges: no forks under ThreadSanitizer"])
             + violations.examples.map { "violation: \($0)" }
