@@ -65,8 +65,9 @@ enum StressEdgeChildren {
 
     /// Forks from inside a release callback that the engine's stop runs, on the C API (the
     /// Swift layer treats an engine in a forked child as dead before C sees it). The
-    /// grandchild returns into the stop, finishes it and destroys the engine, as the child
-    /// does: neither may crash or hang. Exit 12 when the grandchild did.
+    /// grandchild stops and destroys the engine it inherited from there, and exits; the
+    /// child's stop goes on, and it destroys the engine: neither may crash or hang. Exit 12
+    /// when the grandchild did.
     static func forkInRelease() -> Int32 {
         // Freed memory is overwritten (glibc's M_PERTURB), so that a use after free shows
         // without a sanitizer: a destroyed mutex locks no more, a freed pointer points nowhere.
@@ -78,10 +79,17 @@ enum StressEdgeChildren {
             // Only the first release forks, once per process.
             guard ReleaseFork.grandchild.load(ordering: .acquiring) == 0 else { return }
             let pid = fork()
-            ReleaseFork.grandchild.store(pid == 0 ? ReleaseFork.inGrandchild : pid, ordering: .releasing)
+            if pid == 0 {
+                let engine = OpaquePointer(bitPattern: ReleaseFork.engine.load(ordering: .acquiring))
+                mtr_engine_stop(engine!)
+                mtr_engine_destroy(engine)
+                _exit(0)
+            }
+            ReleaseFork.grandchild.store(pid, ordering: .releasing)
         }
         var created: OpaquePointer?
         guard mtr_engine_create(&config, &created) == 0, let engine = created else { return 0 }
+        ReleaseFork.engine.store(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(engine))), ordering: .releasing)
         var now: Int64 = 0
         mtr_clock_now(.MTR_CLOCK_MONOTONIC, &now)
         for _ in 0..<4 {
@@ -92,7 +100,6 @@ enum StressEdgeChildren {
         mtr_engine_stop(engine)
         mtr_engine_destroy(engine)
         let pid = ReleaseFork.grandchild.load(ordering: .acquiring)
-        if pid == ReleaseFork.inGrandchild { _exit(0) }
         guard pid > 0 else { return 0 }  // no process to spare: not the library's fault
         return StressChild.reap(pid) == nil ? 0 : 12
     }
@@ -107,9 +114,9 @@ enum StressEdgeChildren {
 
     /// What ``forkInRelease()``'s release callback, which captures nothing, shares.
     private enum ReleaseFork {
-        /// The grandchild's pid in the child; ``inGrandchild`` in the grandchild.
         static let grandchild = Atomic<Int32>(0)
-        static let inGrandchild = Int32.min
+        /// The engine, by its address.
+        static let engine = Atomic<UInt>(0)
     }
 
     /// Starts `/bin/sleep 30`, by `posix_spawn` or by fork and exec.
