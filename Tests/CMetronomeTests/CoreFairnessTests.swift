@@ -88,9 +88,9 @@ extension CoreContractTests {
             try #require(firingThread.wait { $0 != nil })
             let tid = try #require(firingThread.read { $0 })
             let clock = Self.clock(of: neighbour)
-            var counted = 0
+            var trials = LoadSpoiledTrials()
             var firstInTime = 0
-            for _ in 0..<40 where counted < 6 {
+            for _ in 0..<40 where trials.counted < 6 {
                 let firedBefore = engine.firings.count
                 // The spin begins at base, a spin window before the spun-for deadline.
                 let base = Time.monotonic() + 30 * Time.ms
@@ -105,15 +105,18 @@ extension CoreContractTests {
                 let offset = Time.now(clock) - Time.monotonic()
                 try #require(early.armOnce(clock, at: armedAt + 100 * Time.us + offset) == 0)
                 try #require(engine.waitFirings(firedBefore + 2))
-                guard armedAt < spunDeadline - 300 * Time.us else { continue }
-                counted += 1
+                guard armedAt < spunDeadline - 300 * Time.us else {
+                    trials.spoil("the firing thread was not seen spinning")
+                    continue
+                }
+                trials.count()
                 let firings = engine.firings.dropFirst(firedBefore)
                 if firings.first?.probe == early.index { firstInTime += 1 }
             }
-            if counted < 2 { try Test.cancel("the firing thread was seen spinning in \(counted) of 40 trials") }
+            trials.report(needing: 2)
             #expect(
-                firstInTime * 2 >= counted,
-                "the new timer waited out the spin in \(counted - firstInTime) of \(counted)")
+                firstInTime * 2 >= trials.counted,
+                "the new timer waited out the spin in \(trials.counted - firstInTime) of \(trials.counted)")
             expectNeverEarly(engine.firings)
             engine.destroy()
         }

@@ -22,77 +22,80 @@ extension CoreContractTests {
         /// left armed fires exactly once, at its last deadline and never early; none of the
         /// cancelled ones fires.
         @Test func concurrentLaterReschedulesFireOnceAtTheLastDeadline() throws {
-            let threads = 4
-            let perThread = 500
-            let engine = try Engine(expectedTimers: threads * perThread)
-            let probes = try engine.makeTimers(threads * perThread)
-            let start = Time.monotonic()
-            var generator = SplitMix64(seed: 0x1A2E)
-            var firsts: [Int64] = []
-            for probe in probes {
-                // Due while the threads below push them later.
-                let first = start + Self.horizon / 4 + Int64.random(in: 0..<(Self.horizon / 4), using: &generator)
-                try #require(probe.armOnce(at: first) == 0)
-                firsts.append(first)
-            }
-            let failedCalls = Atomic<Int>(0)
-            // Each timer's last deadline, or nil once cancelled.
-            let finals = Monitor([Int64?](repeating: nil, count: probes.count))
-            let pushUntil = start + Self.horizon / 2 + 20 * Time.ms
-            let workers = try (0..<threads).map { thread in
-                try PosixThread.spawn {
-                    let mine = probes[(thread * perThread)..<((thread + 1) * perThread)]
-                    var generator = SplitMix64(seed: UInt64(thread) &+ 0x5EED)
-                    var last = [Int64](repeating: 0, count: perThread)
-                    // Each round moves every timer to now + horizon: later than its key.
-                    while Time.monotonic() < pushUntil {
-                        for (slot, probe) in mine.enumerated() {
-                            let deadline =
-                                Time.monotonic() + Self.horizon
-                                + Int64.random(in: 0..<Time.ms, using: &generator)
-                            if probe.armOnce(at: deadline) != 0 { failedCalls.add(1, ordering: .relaxed) }
-                            last[slot] = deadline
+            try retryingSpoiledTrials(upTo: 3) {
+                let threads = 4
+                let perThread = 500
+                let engine = try Engine(expectedTimers: threads * perThread)
+                let probes = try engine.makeTimers(threads * perThread)
+                let start = Time.monotonic()
+                var generator = SplitMix64(seed: 0x1A2E)
+                var firsts: [Int64] = []
+                for probe in probes {
+                    // Due while the threads below push them later.
+                    let first = start + Self.horizon / 4 + Int64.random(in: 0..<(Self.horizon / 4), using: &generator)
+                    try #require(probe.armOnce(at: first) == 0)
+                    firsts.append(first)
+                }
+                let failedCalls = Atomic<Int>(0)
+                // Each timer's last deadline, or nil once cancelled.
+                let finals = Monitor([Int64?](repeating: nil, count: probes.count))
+                let pushUntil = start + Self.horizon / 2 + 20 * Time.ms
+                let workers = try (0..<threads).map { thread in
+                    try PosixThread.spawn {
+                        let mine = probes[(thread * perThread)..<((thread + 1) * perThread)]
+                        var generator = SplitMix64(seed: UInt64(thread) &+ 0x5EED)
+                        var last = [Int64](repeating: 0, count: perThread)
+                        // Each round moves every timer to now + horizon: later than its key.
+                        while Time.monotonic() < pushUntil {
+                            for (slot, probe) in mine.enumerated() {
+                                let deadline =
+                                    Time.monotonic() + Self.horizon
+                                    + Int64.random(in: 0..<Time.ms, using: &generator)
+                                if probe.armOnce(at: deadline) != 0 { failedCalls.add(1, ordering: .relaxed) }
+                                last[slot] = deadline
+                            }
                         }
-                    }
-                    for (slot, probe) in mine.enumerated() {
-                        switch probe.index % 5 {
-                        case 0:
-                            if probe.cancel() != 0 { failedCalls.add(1, ordering: .relaxed) }
-                            finals.update { $0[probe.index] = nil }
-                        case 1:
-                            let earlier = last[slot] - Self.horizon / 2
-                            if probe.armOnce(at: earlier) != 0 { failedCalls.add(1, ordering: .relaxed) }
-                            finals.update { $0[probe.index] = earlier }
-                        default:
-                            finals.update { $0[probe.index] = last[slot] }
+                        for (slot, probe) in mine.enumerated() {
+                            switch probe.index % 5 {
+                            case 0:
+                                if probe.cancel() != 0 { failedCalls.add(1, ordering: .relaxed) }
+                                finals.update { $0[probe.index] = nil }
+                            case 1:
+                                let earlier = last[slot] - Self.horizon / 2
+                                if probe.armOnce(at: earlier) != 0 { failedCalls.add(1, ordering: .relaxed) }
+                                finals.update { $0[probe.index] = earlier }
+                            default:
+                                finals.update { $0[probe.index] = last[slot] }
+                            }
                         }
                     }
                 }
-            }
-            for worker in workers { worker.join() }
-            // A worker the machine held past a timer's first deadline let it fire there,
-            // and the trial tests nothing it was made for.
-            if engine.firings.contains(where: { $0.scheduled == firsts[$0.probe] }) {
-                try Test.cancel("a timer's first deadline passed before a worker pushed it")
-            }
-            #expect(failedCalls.load(ordering: .relaxed) == 0)
-            let deadlines = finals.read { $0 }
-            let armed = deadlines.compactMap { $0 }
+                for worker in workers { worker.join() }
+                // A worker the machine held past a timer's first deadline let it fire there,
+                // and the trial tests nothing it was made for.
+                if engine.firings.contains(where: { $0.scheduled == firsts[$0.probe] }) {
+                    return .spoiled("a timer's first deadline passed before a worker pushed it")
+                }
+                #expect(failedCalls.load(ordering: .relaxed) == 0)
+                let deadlines = finals.read { $0 }
+                let armed = deadlines.compactMap { $0 }
 
-            #expect(engine.waitFirings(armed.count))
-            let latest = try #require(armed.max())
-            // Past the last deadline, and then some: a cancelled timer would have fired.
-            #expect(
-                !engine.log.wait(timeoutNs: latest - Time.monotonic() + 50 * Time.ms) {
-                    $0.firings.count > armed.count
-                })
-            let firings = engine.firings
-            #expect(Set(firings.map(\.probe)).count == firings.count, "a timer fired twice")
-            let wrong = firings.filter { deadlines[$0.probe] != $0.scheduled }
-            #expect(wrong.isEmpty, "\(wrong.count) firings off their last deadline: \(wrong.prefix(3))")
-            expectNeverEarly(firings)
-            #expect(engine.counters.armed == 0)
-            engine.destroyAndExpectAllReleasedOnce()
+                #expect(engine.waitFirings(armed.count))
+                let latest = try #require(armed.max())
+                // Past the last deadline, and then some: a cancelled timer would have fired.
+                #expect(
+                    !engine.log.wait(timeoutNs: latest - Time.monotonic() + 50 * Time.ms) {
+                        $0.firings.count > armed.count
+                    })
+                let firings = engine.firings
+                #expect(Set(firings.map(\.probe)).count == firings.count, "a timer fired twice")
+                let wrong = firings.filter { deadlines[$0.probe] != $0.scheduled }
+                #expect(wrong.isEmpty, "\(wrong.count) firings off their last deadline: \(wrong.prefix(3))")
+                expectNeverEarly(firings)
+                #expect(engine.counters.armed == 0)
+                engine.destroyAndExpectAllReleasedOnce()
+                return .counted
+            }
         }
 
         /// Timers moved, one by one in a shuffled order, to one shared deadline: from an
@@ -103,33 +106,36 @@ extension CoreContractTests {
         /// from the heap one by one; 2000 go through a batch take.
         @Test(arguments: [false, true], [200, 2000])
         func equalDeadlinesFireInTheOrderOfTheLastArm(renumberMidway: Bool, count: Int) throws {
-            let engine = try Engine(expectedTimers: count)
-            let probes = try engine.makeTimers(count)
-            let first = Time.monotonic() + Self.horizon
-            let shared = first + Self.horizon / 4
-            let moved = probes.filter { $0.index % 4 != 0 }
-            for probe in moved {
-                let from = [Int64(0), first, shared + Self.horizon / 4, shared][probe.index % 4]
-                try #require(probe.armOnce(at: from) == 0)
-            }
-            var generator = SplitMix64(seed: 0x0DE4)
-            let callOrder = probes.shuffled(using: &generator)
-            if renumberMidway {
-                // Renumbering comes at 2^30 arms: let it fall in the middle of the calls.
-                let arms = (1 << 30) - UInt64(moved.count + count / 2)
-                try #require(mtr_engine_age_for_testing(engine.handle, arms, 0) == 0)
-            }
-            for probe in callOrder {
-                try #require(probe.armOnce(at: shared) == 0)
-            }
-            if Time.monotonic() >= first { try Test.cancel("arming overran the lead") }
+            try retryingSpoiledTrials(upTo: 3) {
+                let engine = try Engine(expectedTimers: count)
+                let probes = try engine.makeTimers(count)
+                let first = Time.monotonic() + Self.horizon
+                let shared = first + Self.horizon / 4
+                let moved = probes.filter { $0.index % 4 != 0 }
+                for probe in moved {
+                    let from = [Int64(0), first, shared + Self.horizon / 4, shared][probe.index % 4]
+                    try #require(probe.armOnce(at: from) == 0)
+                }
+                var generator = SplitMix64(seed: 0x0DE4)
+                let callOrder = probes.shuffled(using: &generator)
+                if renumberMidway {
+                    // Renumbering comes at 2^30 arms: let it fall in the middle of the calls.
+                    let arms = (1 << 30) - UInt64(moved.count + count / 2)
+                    try #require(mtr_engine_age_for_testing(engine.handle, arms, 0) == 0)
+                }
+                for probe in callOrder {
+                    try #require(probe.armOnce(at: shared) == 0)
+                }
+                if Time.monotonic() >= first { return .spoiled("arming overran the lead") }
 
-            #expect(engine.waitFirings(count))
-            let firings = engine.firings
-            #expect(firings.map(\.probe) == callOrder.map(\.index), "equal deadlines out of arm order")
-            #expect(firings.allSatisfy { $0.scheduled == shared })
-            expectNeverEarly(firings)
-            engine.destroyAndExpectAllReleasedOnce()
+                #expect(engine.waitFirings(count))
+                let firings = engine.firings
+                #expect(firings.map(\.probe) == callOrder.map(\.index), "equal deadlines out of arm order")
+                #expect(firings.allSatisfy { $0.scheduled == shared })
+                expectNeverEarly(firings)
+                engine.destroyAndExpectAllReleasedOnce()
+                return .counted
+            }
         }
 
         /// Cancel, cancel_sync and destroy after a lazy reschedule: nothing fires, neither

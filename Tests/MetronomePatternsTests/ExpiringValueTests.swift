@@ -8,36 +8,45 @@ import Testing
 struct ExpiringValueTests: EngineSuite {
     let engine: TimerEngine
 
+    /// Touched every 5 ms, a value with a 100 ms lifetime never expires; left alone, it
+    /// expires once, a lifetime after the last touch. A touch that came a lifetime or more
+    /// after the one before (the machine held the test) may find it expired: that trial is
+    /// spoiled, counted, and a fresh value takes over.
     @Test(.timeLimit(.minutes(1)))
     func neverExpiresWhileTouched() async throws {
-        let lifetime = Duration.milliseconds(30)
-        let expiries = Recorder<TimerInstant>()
-        var lastTouch = TimerClock.monotonic.now()
-        let value = ExpiringValue("session", lifetime: lifetime, backend: .engine(self.engine)) { _ in
-            expiries.append(TimerClock.monotonic.now())
-        }
-        let end = lastTouch.advanced(by: .milliseconds(200))
-        var longestGap = Duration.zero
-        while TimerClock.monotonic.now() < end {
-            // The touch cadence under test, not a wait for something.
-            try await Task.sleep(for: .milliseconds(5))
-            let start = TimerClock.monotonic.now()
-            let touched = value.touch()
-            let finished = TimerClock.monotonic.now()
-            longestGap = max(longestGap, lastTouch.duration(to: start))
-            guard touched else {
-                // Only a scheduling stall longer than the lifetime may let it expire.
-                #expect(finished >= lastTouch.advanced(by: lifetime))
-                break
+        let lifetime = Duration.milliseconds(100)
+        var trials = LoadSpoiledTrials()
+        var last: (value: ExpiringValue<String>, expiries: Recorder<TimerInstant>, touched: TimerInstant)?
+        for _ in 0..<10 where trials.counted < 30 {
+            let expiries = Recorder<TimerInstant>()
+            var lastTouch = TimerClock.monotonic.now()
+            let value = ExpiringValue("session", lifetime: lifetime, backend: .engine(self.engine)) { _ in
+                expiries.append(TimerClock.monotonic.now())
             }
-            #expect(expiries.entries.allSatisfy { $0 >= lastTouch.advanced(by: lifetime) })
-            lastTouch = start
+            last = (value, expiries, lastTouch)
+            let end = lastTouch.advanced(by: .milliseconds(300))
+            while TimerClock.monotonic.now() < end {
+                // The touch cadence under test, not a wait for something.
+                try await Task.sleep(for: .milliseconds(5))
+                let start = TimerClock.monotonic.now()
+                let touched = value.touch()
+                let finished = TimerClock.monotonic.now()
+                #expect(expiries.entries.allSatisfy { $0 >= lastTouch.advanced(by: lifetime) }, "expired early")
+                if touched {
+                    trials.count()
+                    #expect(expiries.count == 0, "expired although touched within its lifetime")
+                    lastTouch = start
+                    last?.touched = start
+                } else {
+                    #expect(
+                        finished >= lastTouch.advanced(by: lifetime), "expired although touched within its lifetime")
+                    trials.spoil("touched \(lastTouch.duration(to: finished)) after the touch before")
+                    break
+                }
+            }
         }
-        if longestGap < .milliseconds(20) {
-            // The normal case: touched in time, it stayed.
-            #expect(expiries.count == 0)
-            #expect(value.value == "session")
-        }
+        trials.report(needing: 30)
+        let (value, expiries, lastTouch) = try #require(last)
         #expect(expiries.wait(forCount: 1, timeout: .seconds(5)))
         #expect(expiries.entries.count == 1)
         #expect(expiries.entries[0] >= lastTouch.advanced(by: lifetime))
@@ -58,8 +67,9 @@ struct ExpiringValueTests: EngineSuite {
         #expect(expiries.entries == ["token"])
         #expect(!value.touch())
         #expect(value.invalidate() == nil)
-        // Give a wrong second expiry a chance to show up.
-        try await Task.sleep(for: .milliseconds(30))
+        // A timer armed now, due after one more lifetime, has fired: a second expiry, due
+        // by then at the latest, would have come first.
+        #expect(self.engine.firesPast(.milliseconds(10)))
         #expect(expiries.count == 1)
         #expect(self.engine.counters.armed == 0)
     }
@@ -87,7 +97,8 @@ struct ExpiringValueTests: EngineSuite {
         #expect(value.value == nil)
         #expect(!value.touch())
         #expect(self.engine.counters.armed == 0)
-        try await Task.sleep(for: .milliseconds(20))
+        // Past the lifetime the invalidated value had, on its engine: its expiry would have run.
+        #expect(self.engine.firesPast(.milliseconds(5)))
         #expect(expiries.count == 0)
     }
 
@@ -149,8 +160,9 @@ struct ExpiringValueTests: EngineSuite {
             containers.append(values)
         }
         #expect(expiries.wait(forCount: total, timeout: .seconds(60)))
-        // Give any wrong second expiry a chance to show up before counting.
-        try await Task.sleep(for: .milliseconds(50))
+        // Past every lifetime (50 µs at most, touched at most 60 µs in): a second expiry
+        // would have run before this timer's handler.
+        #expect(engine.firesPast(.milliseconds(1)))
         var expiredAt = [TimerInstant?](repeating: nil, count: total)
         var failures: [String] = []
         for (id, at) in expiries.entries {

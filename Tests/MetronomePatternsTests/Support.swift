@@ -45,3 +45,19 @@ extension EngineSuite {
         self.init(engine: try makeEngine())
     }
 }
+
+extension TimerEngine {
+    /// Arms a one-shot due `delay` from now on this single-shard engine and waits until its
+    /// handler ran. The shard fires in deadline order and runs each handler before the next,
+    /// so by then every handler or expiry on the engine that was due earlier, and armed
+    /// before this call, has run: an absence checked afterwards is one that could have
+    /// shown itself and did not.
+    ///
+    /// - Returns: Whether the one-shot fired within 10 s.
+    func firesPast(_ delay: Duration) -> Bool {
+        let fired = LockedCondition(false)
+        let probe = SafeDispatchTimer(backend: .engine(self))
+        guard probe.schedule(after: delay, handler: { _ in fired.update { $0 = true } }) else { return false }
+        return fired.wait(timeout: .seconds(10)) { $0 }
+    }
+}

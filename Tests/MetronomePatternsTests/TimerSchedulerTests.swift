@@ -117,9 +117,14 @@ struct TimerSchedulerTests: EngineSuite {
                 }
             }
             #expect(delegate.events.wait(forCount: 1000, timeout: .seconds(10)))
-            // Give a wrong extra event a chance to show up before counting.
-            try await Task.sleep(for: .milliseconds(20))
-            let events = delegate.events.entries
+            // A probe due after every deadline (3 ms at most) delivers its event: events
+            // arrive in the order they were decided, so a wrong extra one would come first.
+            let probe = scheduler.schedule(after: .milliseconds(4))
+            #expect(
+                await eventually(timeout: .seconds(10)) {
+                    delegate.events.entries.contains(.executed(probe, willRepeat: false))
+                })
+            let events = delegate.events.entries.filter { $0.id != probe }
             var perID: [TimerScheduler.TimerID: [TimerScheduler.Event]] = [:]
             for event in events { perID[event.id, default: []].append(event) }
             #expect(events.count == 1000)

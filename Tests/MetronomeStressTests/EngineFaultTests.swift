@@ -79,13 +79,22 @@ struct EngineFaultTests {
         #expect(entered.wait(timeout: .now() + 5) == .success)
 
         let shutdownReturned = Atomic<Bool>(false)
+        let shutdownThread = Atomic<Int32>(0)
         let shutdownDone = DispatchSemaphore(value: 0)
         Thread {
+            shutdownThread.store(KernelThread.currentID(), ordering: .releasing)
             engine.syncShutdown()
             shutdownReturned.store(true, ordering: .sequentiallyConsistent)
             shutdownDone.signal()
         }.start()
-        usleep(100_000)
+        // Either the shutdown returned or its thread went to sleep, waiting: then it had
+        // done all it could without the handler, and had it not waited it would have returned.
+        #expect(
+            eventually(timeout: .seconds(10)) {
+                let thread = shutdownThread.load(ordering: .acquiring)
+                return shutdownReturned.load(ordering: .sequentiallyConsistent)
+                    || (thread != 0 && KernelThread.state(ofThread: thread) == "S")
+            })
         let returnedEarly = shutdownReturned.load(ordering: .sequentiallyConsistent)
         #expect(!returnedEarly, "shutdown returned while a handler ran")
         release.signal()
@@ -257,7 +266,14 @@ struct EngineFaultTests {
         engine.clockChanged(.wall)
         // At least: a real step, which a test of the core makes, counts too.
         #expect(engine.counters.clockSteps >= steps + 1)
-        usleep(100_000)
+        // A wall timer due after the step has fired: the re-evaluation the step causes ran
+        // before it, and a timer it wrongly found due would have fired by then.
+        let probed = LockedCondition(false)
+        let probe = SafeDispatchTimer(backend: .engine(engine), clock: .wall)
+        #expect(
+            probe.schedule(at: TimerClock.wall.now().advanced(by: .milliseconds(1))) { _ in probed.update { $0 = true }
+            })
+        #expect(probed.wait(timeout: .seconds(10)) { $0 })
         #expect(fired.count == 0, "a wall timer 1 s ahead fired after a clock step")
         #expect(engine.counters.armed == 1)
         #expect(timer.cancel())

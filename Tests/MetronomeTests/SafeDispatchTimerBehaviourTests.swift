@@ -249,31 +249,41 @@ struct SafeDispatchTimerBehaviourTests {
 
     // MARK: Cancel
 
+    /// Cancelled while its second handler runs (held there on real time, so that the
+    /// firing in flight is known and recorded before the cancel): no handler starts after
+    /// `cancel()` returned, shown by a second timer due five periods later having fired.
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func cancelStopsFiring(kind: HarnessKind) throws {
         let (harness, recorder, timer) = try kind.makeRecordedTimer()
         defer { harness.tearDown() }
+        let held = harness.isVirtual ? nil : HeldFiring(at: 2)
 
         #expect(
             timer.schedule(
                 deadline: harness.deadline(after: Self.period),
-                repeating: .nanoseconds(Int(Self.period.nanoseconds)),
-                handler: recorder.handler
-            )
+                repeating: .nanoseconds(Int(Self.period.nanoseconds))
+            ) { tick in
+                recorder.record(tick)
+                held?.enter()
+            }
         )
-        #expect(harness.wait(for: recorder, count: 2))
+        if let held { #expect(held.waitUntilHeld()) } else { #expect(harness.wait(for: recorder, count: 2)) }
         #expect(timer.cancel())
         let cancelledEpoch = recorder.bumpEpoch()
+        held?.release()
         #expect(timer.state == .cancelled)
         #expect(!timer.cancel(), "cancelling twice is a no-op")
         if let armed = harness.armedCount { #expect(armed == 0) }
 
-        harness.advance(by: Self.period * 5)
+        #expect(Self.firesAnotherTimer(on: harness, after: Self.period * 5))
         let late = recorder.records(since: cancelledEpoch)
-        #expect(late.count <= (harness.isVirtual ? 0 : 1), "fired after cancel returned: \(late)")
+        #expect(late.isEmpty, "fired after cancel returned: \(late)")
         #expect(timer.state == .cancelled)
     }
 
+    /// Cancelled while its first handler runs (held there on real time), then started
+    /// again: the new schedule fires, and no handler of the old one starts after the cancel
+    /// returned, though three of the new schedule's, later, did.
     @Test(.timeLimit(.minutes(1)), arguments: HarnessKind.allCases)
     func scheduleAfterCancelStartsAgain(kind: HarnessKind) throws {
         let harness = try kind.make()
@@ -282,12 +292,17 @@ struct SafeDispatchTimerBehaviourTests {
         let second = TickRecorder(harness)
         let timer = harness.makeTimer()
         let interval = DispatchTimeInterval.nanoseconds(Int(Self.period.nanoseconds))
+        let held = harness.isVirtual ? nil : HeldFiring(at: 1)
 
         #expect(
-            timer.schedule(deadline: harness.deadline(after: Self.period), repeating: interval, handler: first.handler))
-        #expect(harness.wait(for: first, count: 1))
+            timer.schedule(deadline: harness.deadline(after: Self.period), repeating: interval) { tick in
+                first.record(tick)
+                held?.enter()
+            })
+        if let held { #expect(held.waitUntilHeld()) } else { #expect(harness.wait(for: first, count: 1)) }
         #expect(timer.cancel())
         let cancelledEpoch = first.bumpEpoch()
+        held?.release()
 
         let restart = harness.now.advanced(by: Self.period)
         #expect(timer.schedule(deadline: restart.dispatchTime, repeating: interval, handler: second.handler))
@@ -295,7 +310,7 @@ struct SafeDispatchTimerBehaviourTests {
         #expect(harness.wait(for: second, count: 3), "the restarted timer did not fire")
         #expect(timer.cancel())
 
-        #expect(first.records(since: cancelledEpoch).count <= (harness.isVirtual ? 0 : 1), "the old handler ran again")
+        #expect(first.records(since: cancelledEpoch).isEmpty, "the old handler ran again")
         Self.expectOnGrid(Array(second.ticks.prefix(3)), start: restart, period: Self.period, exact: harness.isVirtual)
     }
 
@@ -413,6 +428,46 @@ struct SafeDispatchTimerBehaviourTests {
     }
 
     // MARK: Helpers
+
+    /// Schedules another timer on `harness`, due `delay` from now, and waits for it: by
+    /// then a handler of a timer due earlier on the same engine would have run.
+    static func firesAnotherTimer(on harness: any TimerHarness, after delay: Duration) -> Bool {
+        let probe = TickRecorder(harness)
+        let timer = harness.makeTimer()
+        defer { timer.cancel() }
+        guard timer.schedule(deadline: harness.deadline(after: delay), handler: probe.handler) else { return false }
+        return harness.wait(for: probe, count: 1)
+    }
+
+    /// Holds a timer's `n`th handler until released, so that a cancel made meanwhile has
+    /// exactly one firing in flight: the held one, recorded before the cancel (handlers of
+    /// one timer never overlap).
+    final class HeldFiring: Sendable {
+        private let heldAt: Int
+        private let entered = LockedCondition(0)
+        private let released = LockedCondition(false)
+
+        init(at heldAt: Int) {
+            self.heldAt = heldAt
+        }
+
+        /// Called by the handler on entry.
+        func enter() {
+            let count = self.entered.update { entered in
+                entered += 1
+                return entered
+            }
+            if count == self.heldAt { _ = self.released.wait(timeout: .seconds(10)) { $0 } }
+        }
+
+        func waitUntilHeld() -> Bool {
+            self.entered.wait(timeout: .seconds(5)) { $0 >= self.heldAt }
+        }
+
+        func release() {
+            self.released.update { $0 = true }
+        }
+    }
 
     /// The blocking call, from a synchronous context as its `noasync` mark asks.
     static func cancelAndWait(_ timer: SafeDispatchTimer) {

@@ -55,7 +55,7 @@ struct StressCommandTests {
         #expect(output.tool == "metronome" && output.command == "stress")
         #expect(
             Set(output.results.map(\.backend)) == [
-                "engine", "sharded-engine", "dispatch", "scheduler", "expiring-value", "lifecycle", "all",
+                "engine", "sharded-engine", "dispatch", "scheduler", "expiring-value", "lifecycle", "edges", "all",
             ])
         let violations = output.notes.filter { $0.hasPrefix("violation:") }
         for row in output.results {

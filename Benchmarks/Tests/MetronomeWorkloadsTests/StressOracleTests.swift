@@ -1,3 +1,4 @@
+import Glibc
 import Metronome
 import Testing
 
@@ -89,5 +90,14 @@ import Testing
         #expect(total.violations[StressInvariant.early.rawValue] == 3)
         #expect(total.violations[StressInvariant.stall.rawValue] == 1)
         #expect(total.violationsTotal == 4)
+    }
+
+    /// A forked child is judged by how it ended: a clean exit is no violation, a crash or an
+    /// exit code is described (a hang is killed after ``StressChild/bound`` the same way).
+    @Test(.enabled(if: StressSubjects.forksChildren))
+    func aChildThatCrashesOrFailsIsDescribed() {
+        #expect(StressChild.run { 0 } == nil)
+        #expect(StressChild.run { 12 } == "child ended with signal 0, exit 12")
+        #expect(StressChild.run { kill(getpid(), SIGKILL) } == "child ended with signal 9, exit 0")
     }
 }

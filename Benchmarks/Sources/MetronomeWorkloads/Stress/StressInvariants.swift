@@ -52,6 +52,18 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
     /// A timer never fired: beside one that outran its period on another clock or shard, or
     /// on an engine after a handler of it forked.
     case starved = "starved"
+    /// A call that met a stopping engine answered wrongly: `start(...)` with another error
+    /// than `.engineShutDown`, `withDeadline` by running its body uncancelled.
+    case wrongShutdownError = "wrong_shutdown_error"
+    /// The engine's `armed` counter was not 0 once every one-shot on it fired or was cancelled.
+    case armedAfterSettled = "armed_after_settled"
+    /// After its timerfds were closed under it, an engine kept accepting timers, hung its
+    /// shutdown, or lost or doubled a context's release (the child process says which).
+    case descriptorSweep = "descriptor_sweep"
+    /// A fork inside a release callback crashed or hung the child or the parent.
+    case forkInRelease = "fork_in_release"
+    /// A process spawned from a handler outlived a SIGTERM by more than two seconds.
+    case spawnIgnoresSigterm = "spawned_ignores_sigterm"
     /// An `ExpiringValue` ran its expiry more than once.
     case expiredTwice = "expired_twice"
     /// An `ExpiringValue` expired although an `invalidate()` of it returned the value.
@@ -82,6 +94,11 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
         case .forkedChild: "forked child failed"
         case .enginesAlive: "engines alive at the end"
         case .starved: "a timer that was due never fired"
+        case .wrongShutdownError: "call on a stopping engine: error ≠ engineShutDown"
+        case .armedAfterSettled: "armed ≠ 0 once every one-shot settled"
+        case .descriptorSweep: "engine ran on or hung after its timerfds closed"
+        case .forkInRelease: "fork in a release callback crashed or hung"
+        case .spawnIgnoresSigterm: "process spawned from a handler ignored SIGTERM"
         case .expiredTwice: "value expired twice"
         case .expiredAfterInvalidate: "value expired after invalidate() won"
         }

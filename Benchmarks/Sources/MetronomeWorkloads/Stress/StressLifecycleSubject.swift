@@ -223,7 +223,9 @@ final class StressLifecycleSubject: StressSubject {
                 engine.syncShutdown()
                 _exit(0)
             }
-            if pid > 0 { self.reap(pid) }
+            if pid > 0, let failure = StressChild.reap(pid) {
+                self.violations.record(.forkedChild, subject: self.name, failure)
+            }
             let next = SafeDispatchTimer(backend: .engine(engine))
             holder.timer.withLock { $0 = next }
             self.expected.add(1, ordering: .relaxed)
@@ -291,33 +293,8 @@ final class StressLifecycleSubject: StressSubject {
         guard Self.canFork else { return }
         let free = rlim_t(random.next(below: 9))
         self.forks.add(1, ordering: .relaxed)
-        let pid = fork()
-        if pid == 0 { _exit(Self.childBody(freeDescriptors: free)) }
-        guard pid > 0 else { return }  // no process to spare: not the library's fault
-        self.reap(pid)
-    }
-
-    /// Waits for a forked child and records how it ended, if not cleanly.
-    private func reap(_ pid: pid_t) {
-        var status: Int32 = 0
-        // A child killed for its time names what its threads were doing: asleep in a futex
-        // is a hang, running is a slow machine.
-        var threads = ""
-        let deadline = MonotonicTime.now() + 10_000_000_000
-        while waitpid(pid, &status, WNOHANG) == 0 {
-            if MonotonicTime.now() > deadline {
-                threads = " after 10 s (threads: \(KernelThread.states(ofProcess: pid)))"
-                kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
-                break
-            }
-            usleep(1_000)
-        }
-        let signal = status & 0x7f
-        let code = (status >> 8) & 0xff
-        if signal != 0 || code != 0 {
-            self.violations.record(
-                .forkedChild, subject: self.name, "child ended with signal \(signal), exit \(code)\(threads)")
+        if let failure = StressChild.run({ Self.childBody(freeDescriptors: free) }) {
+            self.violations.record(.forkedChild, subject: self.name, failure)
         }
     }
 

@@ -3,7 +3,9 @@ import Metronome
 /// The subjects `metronome stress` can run, by the names its `--backends` option takes.
 public enum StressSubjects {
     /// Every subject's name, in the order the CLI lists them.
-    public static let names = ["engine", "sharded-engine", "dispatch", "scheduler", "expiring-value", "lifecycle"]
+    public static let names = [
+        "engine", "sharded-engine", "dispatch", "scheduler", "expiring-value", "lifecycle", "edges",
+    ]
 
     /// Shards of the `sharded-engine` subject's engine: more than this machine's cores, so
     /// that the stress threads' timers spread over several and every operation may cross
@@ -43,6 +45,8 @@ public enum StressSubjects {
                 return StressExpiringPool(engine: try TimerEngine(), values: timers, violations: violations)
             case "lifecycle":
                 return try StressLifecycleSubject(violations: violations)
+            case "edges":
+                return try StressEdgesSubject(violations: violations)
             default:
                 preconditionFailure("no stress subject is called '\(name)'")
             }
