@@ -64,10 +64,17 @@ mtr_fork_child_(void)
 		bool copy = mtr_firing_engine_ == e;
 		e->inherited = true;
 		atomic_store(&e->stopping, true);
-		/* The owner's reference, and the copy's; the parent's other
-		 * holders are threads the child lacks. Nobody joins: the copy
-		 * is the child's own thread, and ends the stop itself. */
-		atomic_store(&e->holds, copy ? 2 : 1);
+		/* The owner's reference unless destroy was called, the copy's,
+		 * and those this thread holds in a stop or destroy (a release
+		 * it runs forked); the parent's other holders are threads the
+		 * child lacks. Nobody joins: the copy is the child's own
+		 * thread, and ends the stop itself. */
+		uint32_t holds = (e->destroyed ? 0 : 1) + (copy ? 1 : 0);
+		for (struct mtr_hold *h = mtr_holds_; h != NULL; h = h->next) {
+			if (h->engine == e)
+				holds += h->count;
+		}
+		atomic_store(&e->holds, holds);
 		e->join_claimed = true;
 		e->joined = !copy;
 		atomic_store(&e->spinning, NULL);

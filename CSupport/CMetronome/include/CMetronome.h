@@ -20,11 +20,19 @@
  * one of its callbacks included: it arms nothing and touches none of the
  * descriptors it shares with the parent; create a new engine there.
  *
- * Firing threads: each engine's starts with every signal blocked, so that
- * the process's signal handlers run elsewhere. A firing thread never waits
- * for another: from inside any engine's callback, stop, destroy and
- * cancel_sync return without waiting, so that engines whose callbacks call
- * each other cannot deadlock.
+ * Firing threads: each engine's blocks every signal while it waits, so
+ * that the process's signal handlers run elsewhere, and runs callbacks
+ * under the signal mask of the thread that created the engine, so that a
+ * process a callback starts (fork and exec, posix_spawn, system) gets the
+ * mask the process had. A firing thread never waits for another: from
+ * inside any engine's callback, stop, destroy and cancel_sync return
+ * without waiting, so that engines whose callbacks call each other cannot
+ * deadlock.
+ *
+ * Contexts: free a timer's context in on_release, which comes once, after
+ * its last callback has returned; never because a call that ends the
+ * timer or its engine returned. Destroy and stop say when they could not
+ * wait (EINPROGRESS): a callback may still be running then.
  *
  * Priority: a firing thread given SCHED_FIFO takes shard locks that
  * ordinary threads hold, and the locks do not inherit priority. A holder
@@ -181,8 +189,9 @@ typedef struct mtr_engine_info {
 	int64_t spin_ns;
 	char name[MTR_THREAD_NAME_MAX]; /* the firing thread's name */
 	/* 0, or the errno of a descriptor that failed under the engine (a
-	 * timerfd or the epoll instance closed by someone else): the engine
-	 * then stopped itself, as mtr_engine_stop() stops it. */
+	 * timerfd or the epoll instance closed by someone else, any or all
+	 * of its descriptors): the engine then stopped itself, as
+	 * mtr_engine_stop() stops it. */
 	int fault;
 } mtr_engine_info;
 
@@ -224,8 +233,13 @@ int mtr_engine_create(const mtr_engine_config *config,
  * the parent's descriptors. Idempotent.
  *
  * Context: any thread, including a callback of this engine.
+ * Return: 0 when every callback had returned and every context was
+ * released by the time it returned; EINPROGRESS when it could not wait
+ * (from a callback of any engine, or in a forked child inside the
+ * callback that forked): a callback of this engine may still be running,
+ * and its context is released after it returns.
  */
-void mtr_engine_stop(mtr_engine *engine);
+int mtr_engine_stop(mtr_engine *engine);
 
 /**
  * mtr_engine_destroy - stop the engine and free it
@@ -237,20 +251,30 @@ void mtr_engine_stop(mtr_engine *engine);
  * any engine it returns at once, and this engine's firing thread finishes.
  * The engine must not be used after this call.
  *
+ * A context is the owner's to free once on_release has had it, not when
+ * this returns: from another engine's callback, this engine's callback may
+ * still be running on its own firing thread, with its context, and the
+ * call cannot wait for it (the two engines' callbacks might be waiting on
+ * each other). EINPROGRESS says so.
+ *
  * Context: any thread, including a callback of this engine.
+ * Return: 0 when every callback had returned and every context was
+ * released by the time it returned (and for NULL); EINPROGRESS when it
+ * could not wait, as mtr_engine_stop().
  */
-void mtr_engine_destroy(mtr_engine *_Nullable engine);
+int mtr_engine_destroy(mtr_engine *_Nullable engine);
 
 /**
- * mtr_engine_was_stopped - whether mtr_engine_stop() was called on @engine
+ * mtr_engine_was_stopped - whether @engine was stopped
  *
  * Set as a stop begins, before it releases any context: an on_release
  * callback can tell a release the stop made from one of a destroy of its
- * own timer.
+ * own timer. A stop the engine makes itself on a fault (see
+ * mtr_engine_info.fault) is a stop.
  *
  * Context: any thread, including callbacks of this engine.
- * Return: 1 once mtr_engine_stop() (or mtr_engine_destroy()) was called,
- * else 0.
+ * Return: 1 once mtr_engine_stop() or mtr_engine_destroy() was called or a
+ * fault stopped the engine, else 0.
  */
 int mtr_engine_was_stopped(const mtr_engine *engine);
 
@@ -374,7 +398,9 @@ int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
  * (it keeps room for the timers a burst being fired took out of it), and
  * memory has run out: the timer then keeps its old schedule, and a move
  * within one clock needs no memory; ESHUTDOWN once the engine is stopping
- * (and in a forked child).
+ * (and in a forked child); the errno of a descriptor that failed under the
+ * engine (mtr_engine_info.fault), in this call or before it while the
+ * engine is stopping itself: the timer will not fire.
  */
 int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t deadline_ns, int64_t leeway_ns);
@@ -392,9 +418,8 @@ int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock, a period <= 0, a
  * negative start or leeway, or a leeway longer than the period; EOVERFLOW
- * when start + leeway does not fit in 63 bits; ENOMEM as for
- * mtr_timer_arm_once(); ESHUTDOWN once the engine is stopping (and in a
- * forked child).
+ * when start + leeway does not fit in 63 bits; ENOMEM, ESHUTDOWN or a
+ * descriptor's errno as for mtr_timer_arm_once().
  */
 int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t start_ns, int64_t period_ns,
