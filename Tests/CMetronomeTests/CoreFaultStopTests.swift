@@ -16,10 +16,13 @@ private enum FaultStopping {
     static let releases = Atomic<Int>(0)
     /// Releases that found `mtr_engine_was_stopped` true.
     static let releasesOfAStop = Atomic<Int>(0)
+    /// The firing thread's kernel id, recorded by a callback.
+    static let firingThread = Atomic<Int32>(0)
 
     static func touch() {
         _ = releases.load(ordering: .relaxed)
         _ = releasesOfAStop.load(ordering: .relaxed)
+        _ = firingThread.load(ordering: .relaxed)
         _ = engine
     }
 
@@ -28,7 +31,10 @@ private enum FaultStopping {
         var config = mtr_engine_config()
         mtr_engine_config_init(&config)
         config.shards = shards
-        config.on_fire = { _, _ in }
+        config.on_fire = { _, _ in
+            let thread = FaultStopping.firstNumber(in: "/proc/thread-self/stat")
+            FaultStopping.firingThread.store(thread, ordering: .releasing)
+        }
         config.on_release = { context in
             guard context != nil else { return }
             FaultStopping.releases.add(1, ordering: .relaxed)
@@ -44,6 +50,33 @@ private enum FaultStopping {
         else { return nil }
         self.engine = engine
         return (engine, id)
+    }
+
+    /// Waits until the firing thread sleeps in epoll_wait, after a callback of a timer
+    /// without context: what a sweep must find for nothing to wake the thread.
+    static func firingThreadWaits(_ engine: OpaquePointer) -> Bool {
+        var id: mtr_timer_id = 0
+        guard mtr_timer_create(engine, nil, &id) == 0,
+            mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, 0, 0) == 0
+        else { return false }
+        return eventually(timeout: .nanoseconds(Bounds.patienceNs)) {
+            let thread = firingThread.load(ordering: .acquiring)
+            return thread != 0 && text(of: "/proc/self/task/\(thread)/wchan").hasPrefix("do_epoll_wait")
+        }
+    }
+
+    /// The first line of a small `/proc` file, by C calls only (the child may not take the
+    /// Swift runtime's locks).
+    static func text(of path: String) -> String {
+        guard let file = fopen(path, "r") else { return "" }
+        defer { fclose(file) }
+        var line = [CChar](repeating: 0, count: 128)
+        guard fgets(&line, Int32(line.count), file) != nil else { return "" }
+        return String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func firstNumber(in path: String) -> Int32 {
+        Int32(text(of: path).prefix { $0 != " " }) ?? -1
     }
 
     /// Whether the engine stopped itself: its fault recorded, creates refused, the context
@@ -80,7 +113,9 @@ extension CoreContractTests {
         func anEngineWhoseDescriptorsAreAllClosedStillStops(first: FirstCall, shards: UInt32) {
             FaultStopping.touch()
             let code = exitCodeOfChild(timeoutNs: 3 * Bounds.patienceNs) {
-                guard let (engine, id) = FaultStopping.makeEngine(shards: shards) else { return 2 }
+                guard let (engine, id) = FaultStopping.makeEngine(shards: shards),
+                    FaultStopping.firingThreadWaits(engine)
+                else { return 2 }
                 closefrom(3)
                 if first == .arm {
                     _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic() + Time.ms, 0)
