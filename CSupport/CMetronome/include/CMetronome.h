@@ -24,10 +24,13 @@
  * that the process's signal handlers run elsewhere, and runs callbacks
  * under the signal mask of the thread that created the engine, so that a
  * process a callback starts (fork and exec, posix_spawn, system) gets the
- * mask the process had. A firing thread never waits for another: from
- * inside any engine's callback, stop, destroy and cancel_sync return
- * without waiting, so that engines whose callbacks call each other cannot
- * deadlock.
+ * mask the process had: posix_spawn and system run no fork handler that
+ * could restore it. While a callback runs, a signal sent to the process may
+ * so be handled on the firing thread, as on any other thread that takes
+ * it; a pass of callbacks is short beside the waits between passes. A
+ * firing thread never waits for another: from inside any engine's
+ * callback, stop, destroy and cancel_sync return without waiting, so that
+ * engines whose callbacks call each other cannot deadlock.
  *
  * Contexts: free a timer's context in on_release, which comes once, after
  * its last callback has returned; never because a call that ends the
