@@ -17,13 +17,14 @@ struct EngineFaultStopTests {
 
     static let childVariable = "METRONOME_FAULT_STOP_CHILD"
 
-    /// Every timerfd of an engine is closed under it; the next arming meets the fault and the
-    /// engine stops itself. A running timer is then cancelled and lets go of its handler, as
-    /// after `shutdown()`, and a timer scheduled afterwards refuses, where a fault stop that
-    /// read as "not stopped" would leave the running timer looking armed for good.
+    /// The engine's monotonic timerfds are closed under it; the next arming on that clock
+    /// meets the fault, and the engine stops itself. A running timer is then cancelled and
+    /// lets go of its handler, as after `shutdown()`, and a timer scheduled afterwards
+    /// refuses, where a fault stop that read as "not stopped" would leave the running timer
+    /// looking armed for good.
     @Test(.enabled(if: ProcessInfo.processInfo.environment[childVariable] != nil), .timeLimit(.minutes(1)))
     func faultStopInThisProcess() throws {
-        let before = Self.timerfds()
+        let before = Self.monotonicTimerfds()
         let engine = try TimerEngine()
         let contexts = LiveContexts()
         let running = SafeDispatchTimer(backend: .engine(engine))
@@ -31,7 +32,7 @@ struct EngineFaultStopTests {
             let context = contexts.make()
             #expect(running.schedule(deadline: .now() + .seconds(3_600)) { withExtendedLifetime(context) {} })
         }
-        let engines = Self.timerfds().filter { !before.contains($0) }
+        let engines = Self.monotonicTimerfds().filter { !before.contains($0) }
         try #require(!engines.isEmpty)
         for descriptor in engines { close(descriptor) }
 
@@ -43,12 +44,13 @@ struct EngineFaultStopTests {
         #expect(!SafeDispatchTimer(backend: .engine(engine)).schedule(deadline: .now() + .seconds(1)) {})
     }
 
-    /// The timerfds open in this process, by their `/proc` entries.
-    static func timerfds() -> [Int32] {
+    /// The timerfds on CLOCK_MONOTONIC open in this process, by their `/proc` entries.
+    static func monotonicTimerfds() -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         return entries.compactMap(Int32.init).filter { descriptor in
             let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
-            return target == "anon_inode:[timerfd]"
+            let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8)
+            return target == "anon_inode:[timerfd]" && info?.contains("clockid: \(CLOCK_MONOTONIC)\n") == true
         }
     }
 }
