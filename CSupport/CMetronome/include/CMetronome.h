@@ -29,8 +29,9 @@
  * so be handled on the firing thread, as on any other thread that takes
  * it; a pass of callbacks is short beside the waits between passes. A
  * firing thread never waits for another: from inside any engine's
- * callback, stop, destroy and cancel_sync return without waiting, so that
- * engines whose callbacks call each other cannot deadlock.
+ * callback, stop, destroy and cancel_sync (CMetronomeTesting.h) return
+ * without waiting, so that engines whose callbacks call each other cannot
+ * deadlock.
  *
  * Contexts: free a timer's context in on_release, which comes once, after
  * its last callback has returned; never because a call that ends the
@@ -464,22 +465,6 @@ int mtr_timer_move(mtr_engine *engine, mtr_timer_id timer, mtr_clock_id clock,
 int mtr_timer_cancel(mtr_engine *engine, mtr_timer_id timer);
 
 /**
- * mtr_timer_cancel_sync - disarm a timer and wait for its running callback
- *
- * As mtr_timer_cancel(), then waits until no callback of the timer is
- * running, and leaves the timer disarmed: an arm or move of it made while
- * it waited, by the running callback or by another thread, is undone, as
- * if made before the cancel. From any engine's firing thread (a callback,
- * this engine's or another's) it does not wait: there it is
- * mtr_timer_cancel().
- *
- * Context: any thread. The caller must not hold a lock that the callback
- * takes.
- * Return: 0, or EINVAL for a stale id.
- */
-int mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id timer);
-
-/**
  * mtr_timer_destroy - disarm a timer, release its context, retire its id
  *
  * Never waits. If the timer's callback is running, the context is released
@@ -493,21 +478,6 @@ int mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id timer);
 int mtr_timer_destroy(mtr_engine *engine, mtr_timer_id timer);
 
 /**
- * mtr_engine_age_for_testing - skip ahead the engine's counters, for tests
- * @arms: arm operations to count as done (arm order advances by this much)
- * @reuses: create/destroy cycles to count as done on every free slot
- *
- * Lets a test reach old arm orders and the end of slot generations in
- * microseconds instead of years. Never needed otherwise.
- *
- * Context: any thread.
- * Return: 0; ESHUTDOWN once stopped; EOVERFLOW when arm order would pass
- * 2^63 (arms never reach it: centuries at a billion a second).
- */
-int mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms,
-    uint32_t reuses);
-
-/**
  * mtr_clock_now - read a clock
  * Context: any thread.
  * Return: 0, or EINVAL for an unknown clock.
@@ -515,5 +485,9 @@ int mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms,
 int mtr_clock_now(mtr_clock_id clock, int64_t *out_ns);
 
 #pragma clang assume_nonnull end
+
+/* What only the contract tests call; here because SwiftPM makes this
+ * header the module's umbrella, which must name every header in include/. */
+#include "CMetronomeTesting.h"
 
 #endif /* CMETRONOME_H */
