@@ -160,11 +160,8 @@ void mtr_engine_let_go_(mtr_engine *engine, uint32_t count);
  * the engine lock: the firing thread has not exited (mtr_engine.c). */
 void mtr_engine_fault_(mtr_engine *engine, int error);
 
-/* mtr_shared.c: the shared slot's lock, which fork() handlers hold. */
-void mtr_shared_hold_for_fork_(void);
-void mtr_shared_release_after_fork_(void);
-
-/* mtr_fork.c: the registry that fork() handlers walk. */
+/* mtr_fork.c: the registry that fork() handlers walk (and the shared
+ * slot, whose lock they hold). */
 void mtr_fork_register_(mtr_engine *engine);
 void mtr_fork_unregister_(mtr_engine *engine);
 
