@@ -40,36 +40,52 @@ mtr_engine_config_init(mtr_engine_config *config)
 }
 
 _Thread_local mtr_engine *mtr_firing_engine_;
+_Thread_local struct mtr_hold *mtr_holds_;
 
 static void mtr_engine_request_stop_locked_(mtr_engine *engine);
 
 /*
- * The firing thread: the loop, then the drop of what is left. It ends a
- * stop that a callback asked for (which must not wait for this thread) and
- * one that a descriptor fault asked for (mtr_engine_fault_), and in a
- * forked child its copy, back from the callback that forked, leaves the
- * loop at once: the child's engines are stopped from the fork on.
+ * libevent's callback for a timerfd: the firing pass, under the creating
+ * thread's signal mask. A process a callback starts (fork and exec,
+ * posix_spawn, system) inherits the mask of the thread that starts it, and
+ * must not start deaf to SIGTERM; outside the pass, which is nearly always,
+ * every signal is blocked, so that a process-directed signal's handler runs
+ * on another thread whenever one can take it.
  */
-static void *
-mtr_engine_thread_(void *arg)
+static void
+mtr_engine_on_timerfd_(int fd, short what, void *arg)
+{
+	mtr_engine *engine = ((struct mtr_clock_state *)arg)->shard->engine;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
+	mtr_fire_on_timerfd_(fd, what, arg);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+}
+
+/*
+ * The firing thread's end, whether it left its loop or was cancelled in it
+ * (a fault, see mtr_engine_thread_): the stop, then the drop of what is left, under the
+ * creating thread's mask (a release may start a process). A stop that a
+ * callback asked for, or a fault, has nobody joining: the thread detaches.
+ */
+static void
+mtr_engine_thread_end_(void *arg)
 {
 	mtr_engine *engine = arg;
 
-	mtr_firing_engine_ = engine;
-	while (!atomic_load_explicit(&engine->stopping, memory_order_acquire)) {
-		if (event_base_loop(engine->base, EVLOOP_ONCE) < 0)
-			mtr_engine_fault_(engine, errno != 0 ? errno : EIO);
-		if (atomic_load_explicit(&engine->fault, memory_order_relaxed)) {
-			pthread_mutex_lock(&engine->lock);
-			mtr_engine_request_stop_locked_(engine);
-			pthread_mutex_unlock(&engine->lock);
-		}
-	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
+	pthread_mutex_lock(&engine->lock);
+	mtr_engine_request_stop_locked_(engine);
+	pthread_mutex_unlock(&engine->lock);
 	mtr_engine_drop_timers_(engine);
 
 	pthread_mutex_lock(&engine->lock);
-	/* Nobody is joining (stopped from a callback, or by a fault):
-	 * detach. Either way, stops waiting meanwhile may go on. */
+	/* Either way, stops waiting meanwhile may go on. */
 	bool detach = !engine->join_claimed;
 	engine->join_claimed = true;
 	engine->joined = true;
@@ -78,6 +94,44 @@ mtr_engine_thread_(void *arg)
 	if (detach)
 		pthread_detach(pthread_self());
 	mtr_engine_let_go_(engine, 1);
+}
+
+/*
+ * The firing thread: the loop until a stop or a fault, then its end. In a
+ * forked child its copy, back from the callback that forked, leaves the
+ * loop at once: the child's engines are stopped from the fork on.
+ *
+ * How a fault wakes a firing thread that no descriptor can wake: when every
+ * timerfd is closed under the engine (a closefrom() sweep, say), the thread
+ * sleeps in epoll_wait on an interest set the kernel has emptied, and
+ * closing the epoll instance would not wake it either. Cancellation does:
+ * glibc never lets its signal be blocked, and epoll_wait is a cancellation
+ * point. It is deferred and enabled only while the thread waits in the
+ * loop, so it never lands in a callback, in the firing pass or in libevent's
+ * bookkeeping; a cancel asked for meanwhile is seen as the fault it stands
+ * for when the pass returns. A thread cancelled ends as one that left its
+ * loop does (mtr_engine_thread_end_, its cleanup handler). The alternative,
+ * a join that gives up on a thread that cannot wake, would keep that
+ * thread, and the engine it holds, for good.
+ */
+static void *
+mtr_engine_thread_(void *arg)
+{
+	mtr_engine *engine = arg;
+
+	mtr_firing_engine_ = engine;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_cleanup_push(mtr_engine_thread_end_, engine);
+	while (!atomic_load_explicit(&engine->stopping, memory_order_acquire) &&
+	    !atomic_load_explicit(&engine->fault, memory_order_acquire)) {
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		int rc = event_base_loop(engine->base, EVLOOP_ONCE);
+		int error = errno;
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (rc < 0)
+			mtr_engine_fault_(engine, error != 0 ? error : EIO);
+	}
+	pthread_cleanup_pop(1);
 	return NULL;
 }
 
@@ -87,17 +141,9 @@ mtr_engine_fault_(mtr_engine *engine, int error)
 	int none = 0;
 	if (!atomic_compare_exchange_strong(&engine->fault, &none, error))
 		return;
-	/* Wake the loop through a timerfd that may still work; the loop
-	 * sees the fault after any wake-up. */
-	for (uint32_t s = 0; s < engine->shard_count; s++) {
-		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-			struct itimerspec spec = { .it_value = { 0, 1 } };
-			int fd = engine->shards[s].clocks[c].fd;
-			if (fd >= 0 && timerfd_settime(fd, TFD_TIMER_ABSTIME,
-			    &spec, NULL) == 0)
-				return;
-		}
-	}
+	/* The firing thread itself sees the fault when its pass returns. */
+	if (mtr_firing_engine_ != engine)
+		pthread_cancel(engine->thread);
 }
 
 /*
@@ -169,7 +215,7 @@ mtr_engine_open_base_(mtr_engine *engine)
 			    &engine->shards[s].clocks[c];
 			state->event = event_new(engine->base, state->fd,
 			    EV_READ | EV_PERSIST | EV_ET,
-			    mtr_fire_on_timerfd_, state);
+			    mtr_engine_on_timerfd_, state);
 			if (state->event == NULL ||
 			    event_add(state->event, NULL) != 0)
 				return ENOMEM;
@@ -283,13 +329,14 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	if (rc == 0) {
 		/* The firing thread starts with every signal blocked, so the
 		 * process's handlers run on its other threads, never inside the
-		 * (perhaps real-time) firing loop. */
-		sigset_t all, old;
+		 * (perhaps real-time) firing loop; callbacks get the mask the
+		 * process had (mtr_engine_on_timerfd_). */
+		sigset_t all;
 		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_sigmask(SIG_SETMASK, &all, &engine->callback_mask);
 		rc = pthread_create(&engine->thread, NULL, mtr_engine_thread_,
 		    engine);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
 	}
 	if (rc != 0) {
 		mtr_engine_free_(engine);
@@ -310,6 +357,7 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 static void
 mtr_engine_request_stop_locked_(mtr_engine *engine)
 {
+	atomic_store(&engine->stop_requested, true);
 	if (atomic_load_explicit(&engine->stopping, memory_order_relaxed))
 		return;
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
@@ -320,7 +368,8 @@ mtr_engine_request_stop_locked_(mtr_engine *engine)
 	}
 	atomic_store_explicit(&engine->stopping, true, memory_order_release);
 	/* An expired timerfd stays readable, so this wake-up is never lost
-	 * whatever the loop is doing; moving it ends a spin. */
+	 * whatever the loop is doing; moving it ends a spin. Should the
+	 * timerfd be gone, the fault wakes the thread (mtr_engine_fault_). */
 	struct mtr_shard *first = &engine->shards[0];
 	mtr_lock_take_(&first->lock);
 	mtr_queue_set_fd_locked_(&first->clocks[MTR_CLOCK_MONOTONIC], 1);
@@ -347,7 +396,8 @@ mtr_engine_join_locked_(mtr_engine *engine)
 
 /*
  * Stops the engine, waits for its firing thread to finish, drops what that
- * left, and with @destroy lets go of the owner's reference.
+ * left, and with @destroy lets go of the owner's reference. Returns 0, or
+ * EINPROGRESS when it could not wait.
  *
  * A firing thread waits for no other: this engine's, in a callback, would
  * wait for itself, and another engine's could close a cycle of engines
@@ -355,14 +405,18 @@ mtr_engine_join_locked_(mtr_engine *engine)
  * and the engine's firing thread finishes it when its callback returns. In
  * a forked child no firing thread is left to wait for (but a copy of one
  * inside the callback that forked, which finishes the stop itself), so the
- * caller drops the timers.
+ * caller drops the timers. Its hold is on mtr_holds_ meanwhile: a release
+ * it runs may fork.
  */
-static void
+static int
 mtr_engine_shut_(mtr_engine *engine, bool destroy)
 {
-	atomic_store(&engine->stop_requested, true);
+	struct mtr_hold hold = {
+		.engine = engine, .count = destroy ? 2 : 1, .next = mtr_holds_ };
 	mtr_engine_hold_(engine);
+	mtr_holds_ = &hold;
 	pthread_mutex_lock(&engine->lock);
+	engine->destroyed |= destroy;
 	mtr_engine_request_stop_locked_(engine);
 	if (!engine->joined && mtr_firing_engine_ == NULL)
 		mtr_engine_join_locked_(engine);
@@ -370,20 +424,21 @@ mtr_engine_shut_(mtr_engine *engine, bool destroy)
 	pthread_mutex_unlock(&engine->lock);
 	if (gone)
 		mtr_engine_drop_timers_(engine);
-	mtr_engine_let_go_(engine, destroy ? 2 : 1);
+	mtr_holds_ = hold.next;
+	mtr_engine_let_go_(engine, hold.count);
+	return gone ? 0 : EINPROGRESS;
 }
 
-void
+int
 mtr_engine_stop(mtr_engine *engine)
 {
-	mtr_engine_shut_(engine, false);
+	return mtr_engine_shut_(engine, false);
 }
 
-void
+int
 mtr_engine_destroy(mtr_engine *engine)
 {
-	if (engine != NULL)
-		mtr_engine_shut_(engine, true);
+	return engine != NULL ? mtr_engine_shut_(engine, true) : 0;
 }
 
 int

@@ -9,6 +9,7 @@
 #include "mtr_shard.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 struct event_base;
 
@@ -41,10 +42,16 @@ struct mtr_engine {
 	/* Created before a fork, seen from the child: its descriptors and
 	 * thread belong to the parent (mtr_fork.c). */
 	bool inherited;
-	/* stopped or destroyed, for mtr_engine_was_stopped(), which reads it
-	 * without the lock: in an on_release callback the stop makes, the
-	 * engine lock may be held by the stopping thread. */
+	/* The owner has called destroy: its reference is gone, or going. */
+	bool destroyed;
+	/* A stop was asked for (stop, destroy or a fault), for
+	 * mtr_engine_was_stopped(), which reads it without the lock: in an
+	 * on_release callback the stop makes, the engine lock may be held by
+	 * the stopping thread. */
 	_Atomic bool stop_requested;
+	/* The creating thread's signal mask, which callbacks run under, so
+	 * that a process they start gets it (mtr_engine.c). */
+	sigset_t callback_mask;
 	/* Atomic, so that cancel_sync can take a hold under its shard's lock
 	 * alone. */
 	_Atomic uint32_t holds;
@@ -129,18 +136,32 @@ mtr_shard_interrupt_spin_locked_(struct mtr_shard *shard, mtr_clock_id clock)
  */
 extern _Thread_local mtr_engine *mtr_firing_engine_;
 
+/*
+ * The holds the calling thread has on engines outside the firing loop,
+ * innermost first: a stop or destroy in progress, which may run release
+ * callbacks, and so a fork (mtr_fork.c counts them for the child). @count
+ * is what the holder lets go of: its own hold, and for destroy the owner's.
+ */
+struct mtr_hold {
+	mtr_engine *engine;
+	uint32_t count;
+	struct mtr_hold *next;
+};
+
+extern _Thread_local struct mtr_hold *mtr_holds_;
+
 /* A holder lets go of @count holds; the last one frees the engine. */
 void mtr_engine_let_go_(mtr_engine *engine, uint32_t count);
 
 /* Records @error, a descriptor failing under the engine, and has the
- * firing thread stop it; the first error is the one kept. */
+ * firing thread stop it, whatever descriptors are left; the first error
+ * is the one kept. Called by the firing thread, or with a shard lock held
+ * while that shard is not stopping, or by the first stop request under
+ * the engine lock: the firing thread has not exited (mtr_engine.c). */
 void mtr_engine_fault_(mtr_engine *engine, int error);
 
-/* mtr_shared.c: the shared slot's lock, which fork() handlers hold. */
-void mtr_shared_hold_for_fork_(void);
-void mtr_shared_release_after_fork_(void);
-
-/* mtr_fork.c: the registry that fork() handlers walk. */
+/* mtr_fork.c: the registry that fork() handlers walk (and the shared
+ * slot, whose lock they hold). */
 void mtr_fork_register_(mtr_engine *engine);
 void mtr_fork_unregister_(mtr_engine *engine);
 

@@ -19,13 +19,22 @@
  * the copy then leaves its loop, drops the timers and exits.
  *
  * The handlers hold every live engine's locks across fork(), and the
- * shared slot's (mtr_shared.c), so the child never inherits a lock taken by
- * a thread that does not exist there. Lock order: the shared slot, the
- * registry, then each engine, then its shards. The shared slot's lock is
- * held while its engine is made, which registers it, hence first.
+ * shared slot's, so the child never inherits a lock taken by a thread that
+ * does not exist there. Lock order: the shared slot, the registry, then
+ * each engine, then its shards. The shared slot's lock is held while its
+ * engine is made, which registers it, hence first.
+ *
+ * The shared slot is the process-wide slot of a binding's shared engine
+ * (the Swift layer's TimerEngine.shared). Its engine is looked up, and
+ * made on first use, under the slot's lock: a child never inherits it held
+ * or its engine half made, so its first use there makes the child an
+ * engine of its own. The slot is static storage: nothing is set up at run
+ * time that a fork could catch half done.
  */
 #include "mtr_engine.h"
 
+static pthread_mutex_t mtr_shared_mutex = PTHREAD_MUTEX_INITIALIZER;
+static void *mtr_shared_slot;
 static pthread_mutex_t mtr_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mtr_engine *mtr_registry_head;
 static pthread_once_t mtr_handlers_once = PTHREAD_ONCE_INIT;
@@ -34,7 +43,7 @@ uint32_t mtr_fork_count_;
 static void
 mtr_fork_prepare_(void)
 {
-	mtr_shared_hold_for_fork_();
+	pthread_mutex_lock(&mtr_shared_mutex);
 	pthread_mutex_lock(&mtr_registry_lock);
 	for (mtr_engine *e = mtr_registry_head; e != NULL; e = e->fork_next) {
 		pthread_mutex_lock(&e->lock);
@@ -52,7 +61,7 @@ mtr_fork_parent_(void)
 		pthread_mutex_unlock(&e->lock);
 	}
 	pthread_mutex_unlock(&mtr_registry_lock);
-	mtr_shared_release_after_fork_();
+	pthread_mutex_unlock(&mtr_shared_mutex);
 }
 
 static void
@@ -64,10 +73,17 @@ mtr_fork_child_(void)
 		bool copy = mtr_firing_engine_ == e;
 		e->inherited = true;
 		atomic_store(&e->stopping, true);
-		/* The owner's reference, and the copy's; the parent's other
-		 * holders are threads the child lacks. Nobody joins: the copy
-		 * is the child's own thread, and ends the stop itself. */
-		atomic_store(&e->holds, copy ? 2 : 1);
+		/* The owner's reference unless destroy was called, the copy's,
+		 * and those this thread holds in a stop or destroy (a release
+		 * it runs forked); the parent's other holders are threads the
+		 * child lacks. Nobody joins: the copy is the child's own
+		 * thread, and ends the stop itself. */
+		uint32_t holds = (e->destroyed ? 0 : 1) + (copy ? 1 : 0);
+		for (struct mtr_hold *h = mtr_holds_; h != NULL; h = h->next) {
+			if (h->engine == e)
+				holds += h->count;
+		}
+		atomic_store(&e->holds, holds);
 		e->join_claimed = true;
 		e->joined = !copy;
 		atomic_store(&e->spinning, NULL);
@@ -85,7 +101,7 @@ mtr_fork_child_(void)
 		pthread_mutex_unlock(&e->lock);
 	}
 	pthread_mutex_unlock(&mtr_registry_lock);
-	mtr_shared_release_after_fork_();
+	pthread_mutex_unlock(&mtr_shared_mutex);
 }
 
 static void
@@ -99,6 +115,23 @@ void
 mtr_fork_watch(void)
 {
 	pthread_once(&mtr_handlers_once, mtr_fork_install_);
+}
+
+void *
+mtr_shared_lock(void)
+{
+	/* The fork handlers go in before the lock is first taken, so a fork
+	 * before then finds it free. */
+	mtr_fork_watch();
+	pthread_mutex_lock(&mtr_shared_mutex);
+	return mtr_shared_slot;
+}
+
+void
+mtr_shared_unlock(void *value)
+{
+	mtr_shared_slot = value;
+	pthread_mutex_unlock(&mtr_shared_mutex);
 }
 
 void

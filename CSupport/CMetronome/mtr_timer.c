@@ -116,6 +116,10 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	else
 		rc = mtr_timer_arm_locked_(shard, timer, slot, clock,
 		    deadline_ns, period_ns, leeway_ns);
+	/* A descriptor that failed the arm, or failed before it, stops the
+	 * engine: the timer will not fire, and the fault is the answer. */
+	if (rc == 0)
+		rc = atomic_load(&engine->fault);
 	if (rc == 0 && out_renamed != NULL) {
 		timer->generation += 2;
 		*out_renamed = mtr_timer_id_make_(shard, slot,

@@ -162,7 +162,8 @@ extension CoreContractTests {
             try #require(decision.wait { $0 != nil }, "the waiter never slept in cancel_sync")
             guard let thread = waiterThread.read({ $0 }) else {
                 Issue.record("the waiter's thread did not start")
-                return mtr_engine_destroy(engine.handle)
+                mtr_engine_destroy(engine.handle)
+                return
             }
             if case .destroyed(let firingThread) = decision.read({ $0 }) {
                 // Gone, the firing thread has let go. The waiter gets a normal share again, so
@@ -181,7 +182,8 @@ extension CoreContractTests {
             thread.join()
             guard decision.read({ $0 }) != .leftTheEngine else {
                 Issue.record("cancel_sync returned while the callback it was to wait for still ran")
-                return mtr_engine_destroy(engine.handle)
+                mtr_engine_destroy(engine.handle)
+                return
             }
             #expect(waiter.read { $0.result } == 0)
             #expect(engine.waitAllReleased())

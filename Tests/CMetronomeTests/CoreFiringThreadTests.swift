@@ -1,7 +1,8 @@
 #if Engine
 // What a firing thread is and what it may do: engines whose callbacks stop, destroy or wait
-// for each other; a new thread that the system gives a dead firing thread's identity; the
-// signals a firing thread takes.
+// for each other, and a destroy that cannot wait; a new thread that the system gives a dead
+// firing thread's identity; the signals a firing thread takes, and those of the processes a
+// callback starts.
 import CMetronome
 import Glibc
 import Synchronization
@@ -108,25 +109,149 @@ extension CoreContractTests {
             #expect(code == 0, "the engine's descriptors leaked")
         }
 
-        /// Every signal that can be blocked is blocked on a firing thread, so process signal
-        /// handlers never run inside the firing loop.
+        /// A destroy from another engine's callback cannot wait for this engine's running
+        /// callback, and says so: it returns `EINPROGRESS` while that callback still runs, and
+        /// the callback's context is released only after it returned. A destroy that could
+        /// wait returns 0 with every context released.
+        @Test func aDestroyThatCannotWaitSaysSo() throws {
+            let a = try Engine()
+            let b = try Engine()
+            struct Progress {
+                var bRunning = false
+                var bMayReturn = false
+                var destroyed: Int32?
+            }
+            let progress = Monitor(Progress())
+            let bProbe = try b.makeTimer { _ in
+                progress.update { $0.bRunning = true }
+                progress.wait { $0.bMayReturn }
+            }
+            let aProbe = try a.makeTimer { [other = b.ref] _ in
+                guard progress.wait(until: { $0.bRunning }) else { return }
+                let rc = mtr_engine_destroy(other.handle)
+                progress.update { $0.destroyed = rc }
+            }
+            b.markDestroyed()
+            try #require(bProbe.armOnce(at: Time.monotonic()) == 0)
+            try #require(aProbe.armOnce(at: Time.monotonic()) == 0)
+
+            try #require(progress.wait { $0.destroyed != nil })
+            #expect(progress.read { $0.destroyed } == EINPROGRESS)
+            #expect(bProbe.releases.load(ordering: .acquiring) == 0, "released under its running callback")
+            progress.update { $0.bMayReturn = true }
+            #expect(b.waitAllReleased())
+            b.expectAllReleasedOnce()
+
+            a.markDestroyed()
+            #expect(mtr_engine_destroy(a.handle) == 0)
+            #expect(aProbe.releases.load(ordering: .acquiring) == 1)
+        }
+
+        /// The signals a firing thread takes: none while it waits, so process signal handlers
+        /// never run inside the firing loop; and in a callback those of the thread that created
+        /// the engine, which a process the callback starts inherits.
         @Test
-        func theFiringThreadBlocksSignals() throws {
-            let engine = try Engine()
-            let blocked = Monitor<[Int32: Bool]>([:])
+        func theFiringThreadBlocksSignalsWhileItWaitsAndNotInCallbacks() throws {
+            let signals = Self.signals
+            let engine = try Self.engineOfAThreadThatTakesSignals()
+            let seen = Monitor<(thread: pid_t, blocked: [Int32])?>(nil)
             let probe = try engine.makeTimer { _ in
                 var mask = sigset_t()
                 pthread_sigmask(SIG_BLOCK, nil, &mask)
-                blocked.update { seen in
-                    for signal in [SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD, SIGPIPE, SIGHUP] {
-                        seen[signal] = sigismember(&mask, signal) == 1
-                    }
-                }
+                seen.update { $0 = (KernelThread.currentID(), signals.filter { sigismember(&mask, $0) == 1 }) }
             }
             try #require(probe.armOnce(at: Time.monotonic()) == 0)
-            try #require(blocked.wait { !$0.isEmpty })
-            #expect(blocked.read { $0.filter { !$0.value }.keys.sorted() } == [])
+            try #require(seen.wait { $0 != nil })
+            let (thread, inCallback) = seen.read { $0! }
+            #expect(inCallback == [])
+            #expect(
+                eventually(timeout: .nanoseconds(Bounds.patienceNs)) {
+                    signals.allSatisfy { Self.blocks(thread: thread, $0) }
+                }, "the waiting firing thread takes signals")
             engine.destroy()
+        }
+
+        /// A process started from a callback, by each way of starting one, stops on SIGTERM:
+        /// a shell that sends itself SIGTERM dies of it, where a process started with every
+        /// signal blocked would run on and exit 3.
+        @Test(
+            .disabled(if: Bounds.threadSanitized, "TSan does not support a fork in a multi-threaded process"),
+            arguments: [Starter.forkAndExec, .posixSpawn, .system])
+        func aProcessStartedFromACallbackStopsOnSIGTERM(_ starter: Starter) throws {
+            let engine = try Self.engineOfAThreadThatTakesSignals()
+            let status = Monitor<Int32?>(nil)
+            let probe = try engine.makeTimer { _ in
+                let ended = starter.run("kill -TERM $$; exit 3")
+                status.update { $0 = ended }
+            }
+            try #require(probe.armOnce(at: Time.monotonic()) == 0)
+            try #require(status.wait { $0 != nil })
+            let ended = status.read { $0! }
+            #expect(ended & 0x7f == SIGTERM, "the shell ended with wait status \(ended)")
+            engine.destroy()
+        }
+
+        static let signals = [SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD, SIGPIPE, SIGHUP]
+
+        /// An engine created by a thread that blocks none of `signals` (the test's own thread
+        /// may block some).
+        static func engineOfAThreadThatTakesSignals() throws -> Engine {
+            let made = Monitor<Result<Engine, any Error>?>(nil)
+            try PosixThread.spawn {
+                var unblocked = sigset_t()
+                sigemptyset(&unblocked)
+                for signal in Self.signals { sigaddset(&unblocked, signal) }
+                pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
+                let engine = Result { try Engine() }
+                made.update { $0 = engine }
+            }.join()
+            return try made.read { $0! }.get()
+        }
+
+        /// The ways a callback may start a process.
+        enum Starter: Sendable {
+            case forkAndExec
+            case posixSpawn
+            case system
+
+            /// Runs `/bin/sh -c script` to its end; its wait status, or -1.
+            func run(_ script: String) -> Int32 {
+                if self == .system { return Glibc.system(script) }
+                let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sh"), strdup("-c"), strdup(script), nil]
+                defer { argv.forEach { free($0) } }
+                var pid: pid_t = -1
+                argv.withUnsafeBufferPointer { argv in
+                    guard let arguments = argv.baseAddress, let shell = argv[0] else { return }
+                    if self == .posixSpawn {
+                        if posix_spawn(&pid, shell, nil, nil, arguments, environ) != 0 { pid = -1 }
+                        return
+                    }
+                    // Between fork and exec the child calls nothing but exec and _exit.
+                    pid = fork()
+                    if pid == 0 {
+                        execv(shell, arguments)
+                        _exit(127)
+                    }
+                }
+                var status: Int32 = 0
+                guard pid > 0, waitpid(pid, &status, 0) == pid else { return -1 }
+                return status
+            }
+        }
+
+        /// Whether the thread `thread` of this process blocks `signal`, by its `/proc` entry.
+        static func blocks(thread: pid_t, _ signal: Int32) -> Bool {
+            guard let file = fopen("/proc/self/task/\(thread)/status", "r") else { return false }
+            defer { fclose(file) }
+            var line = [CChar](repeating: 0, count: 256)
+            while fgets(&line, Int32(line.count), file) != nil {
+                let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                guard text.hasPrefix("SigBlk:"),
+                    let mask = UInt64(String(text.dropFirst(7).filter { !$0.isWhitespace }), radix: 16)
+                else { continue }
+                return mask & (1 << UInt64(signal - 1)) != 0
+            }
+            return false
         }
 
         // MARK: - Helpers of the identity test, for its forked child (C calls only)

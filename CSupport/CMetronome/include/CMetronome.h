@@ -20,11 +20,23 @@
  * one of its callbacks included: it arms nothing and touches none of the
  * descriptors it shares with the parent; create a new engine there.
  *
- * Firing threads: each engine's starts with every signal blocked, so that
- * the process's signal handlers run elsewhere. A firing thread never waits
- * for another: from inside any engine's callback, stop, destroy and
- * cancel_sync return without waiting, so that engines whose callbacks call
- * each other cannot deadlock.
+ * Firing threads: each engine's blocks every signal while it waits, so
+ * that the process's signal handlers run elsewhere, and runs callbacks
+ * under the signal mask of the thread that created the engine, so that a
+ * process a callback starts (fork and exec, posix_spawn, system) gets the
+ * mask the process had: posix_spawn and system run no fork handler that
+ * could restore it. While a callback runs, a signal sent to the process may
+ * so be handled on the firing thread, as on any other thread that takes
+ * it; a pass of callbacks is short beside the waits between passes. A
+ * firing thread never waits for another: from inside any engine's
+ * callback, stop, destroy and cancel_sync (CMetronomeTesting.h) return
+ * without waiting, so that engines whose callbacks call each other cannot
+ * deadlock.
+ *
+ * Contexts: free a timer's context in on_release, which comes once, after
+ * its last callback has returned; never because a call that ends the
+ * timer or its engine returned. Destroy and stop say when they could not
+ * wait (EINPROGRESS): a callback may still be running then.
  *
  * Priority: a firing thread given SCHED_FIFO takes shard locks that
  * ordinary threads hold, and the locks do not inherit priority. A holder
@@ -181,8 +193,9 @@ typedef struct mtr_engine_info {
 	int64_t spin_ns;
 	char name[MTR_THREAD_NAME_MAX]; /* the firing thread's name */
 	/* 0, or the errno of a descriptor that failed under the engine (a
-	 * timerfd or the epoll instance closed by someone else): the engine
-	 * then stopped itself, as mtr_engine_stop() stops it. */
+	 * timerfd or the epoll instance closed by someone else, any or all
+	 * of its descriptors): the engine then stopped itself, as
+	 * mtr_engine_stop() stops it. */
 	int fault;
 } mtr_engine_info;
 
@@ -224,8 +237,13 @@ int mtr_engine_create(const mtr_engine_config *config,
  * the parent's descriptors. Idempotent.
  *
  * Context: any thread, including a callback of this engine.
+ * Return: 0 when every callback had returned and every context was
+ * released by the time it returned; EINPROGRESS when it could not wait
+ * (from a callback of any engine, or in a forked child inside the
+ * callback that forked): a callback of this engine may still be running,
+ * and its context is released after it returns.
  */
-void mtr_engine_stop(mtr_engine *engine);
+int mtr_engine_stop(mtr_engine *engine);
 
 /**
  * mtr_engine_destroy - stop the engine and free it
@@ -237,20 +255,30 @@ void mtr_engine_stop(mtr_engine *engine);
  * any engine it returns at once, and this engine's firing thread finishes.
  * The engine must not be used after this call.
  *
+ * A context is the owner's to free once on_release has had it, not when
+ * this returns: from another engine's callback, this engine's callback may
+ * still be running on its own firing thread, with its context, and the
+ * call cannot wait for it (the two engines' callbacks might be waiting on
+ * each other). EINPROGRESS says so.
+ *
  * Context: any thread, including a callback of this engine.
+ * Return: 0 when every callback had returned and every context was
+ * released by the time it returned (and for NULL); EINPROGRESS when it
+ * could not wait, as mtr_engine_stop().
  */
-void mtr_engine_destroy(mtr_engine *_Nullable engine);
+int mtr_engine_destroy(mtr_engine *_Nullable engine);
 
 /**
- * mtr_engine_was_stopped - whether mtr_engine_stop() was called on @engine
+ * mtr_engine_was_stopped - whether @engine was stopped
  *
  * Set as a stop begins, before it releases any context: an on_release
  * callback can tell a release the stop made from one of a destroy of its
- * own timer.
+ * own timer. A stop the engine makes itself on a fault (see
+ * mtr_engine_info.fault) is a stop.
  *
  * Context: any thread, including callbacks of this engine.
- * Return: 1 once mtr_engine_stop() (or mtr_engine_destroy()) was called,
- * else 0.
+ * Return: 1 once mtr_engine_stop() or mtr_engine_destroy() was called or a
+ * fault stopped the engine, else 0.
  */
 int mtr_engine_was_stopped(const mtr_engine *engine);
 
@@ -374,7 +402,9 @@ int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
  * (it keeps room for the timers a burst being fired took out of it), and
  * memory has run out: the timer then keeps its old schedule, and a move
  * within one clock needs no memory; ESHUTDOWN once the engine is stopping
- * (and in a forked child).
+ * (and in a forked child); the errno of a descriptor that failed under the
+ * engine (mtr_engine_info.fault), in this call or before it while the
+ * engine is stopping itself: the timer will not fire.
  */
 int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t deadline_ns, int64_t leeway_ns);
@@ -392,9 +422,8 @@ int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock, a period <= 0, a
  * negative start or leeway, or a leeway longer than the period; EOVERFLOW
- * when start + leeway does not fit in 63 bits; ENOMEM as for
- * mtr_timer_arm_once(); ESHUTDOWN once the engine is stopping (and in a
- * forked child).
+ * when start + leeway does not fit in 63 bits; ENOMEM, ESHUTDOWN or a
+ * descriptor's errno as for mtr_timer_arm_once().
  */
 int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t start_ns, int64_t period_ns,
@@ -436,22 +465,6 @@ int mtr_timer_move(mtr_engine *engine, mtr_timer_id timer, mtr_clock_id clock,
 int mtr_timer_cancel(mtr_engine *engine, mtr_timer_id timer);
 
 /**
- * mtr_timer_cancel_sync - disarm a timer and wait for its running callback
- *
- * As mtr_timer_cancel(), then waits until no callback of the timer is
- * running, and leaves the timer disarmed: an arm or move of it made while
- * it waited, by the running callback or by another thread, is undone, as
- * if made before the cancel. From any engine's firing thread (a callback,
- * this engine's or another's) it does not wait: there it is
- * mtr_timer_cancel().
- *
- * Context: any thread. The caller must not hold a lock that the callback
- * takes.
- * Return: 0, or EINVAL for a stale id.
- */
-int mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id timer);
-
-/**
  * mtr_timer_destroy - disarm a timer, release its context, retire its id
  *
  * Never waits. If the timer's callback is running, the context is released
@@ -465,21 +478,6 @@ int mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id timer);
 int mtr_timer_destroy(mtr_engine *engine, mtr_timer_id timer);
 
 /**
- * mtr_engine_age_for_testing - skip ahead the engine's counters, for tests
- * @arms: arm operations to count as done (arm order advances by this much)
- * @reuses: create/destroy cycles to count as done on every free slot
- *
- * Lets a test reach old arm orders and the end of slot generations in
- * microseconds instead of years. Never needed otherwise.
- *
- * Context: any thread.
- * Return: 0; ESHUTDOWN once stopped; EOVERFLOW when arm order would pass
- * 2^63 (arms never reach it: centuries at a billion a second).
- */
-int mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms,
-    uint32_t reuses);
-
-/**
  * mtr_clock_now - read a clock
  * Context: any thread.
  * Return: 0, or EINVAL for an unknown clock.
@@ -487,5 +485,9 @@ int mtr_engine_age_for_testing(mtr_engine *engine, uint64_t arms,
 int mtr_clock_now(mtr_clock_id clock, int64_t *out_ns);
 
 #pragma clang assume_nonnull end
+
+/* What only the contract tests call; here because SwiftPM makes this
+ * header the module's umbrella, which must name every header in include/. */
+#include "CMetronomeTesting.h"
 
 #endif /* CMETRONOME_H */
