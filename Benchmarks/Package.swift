@@ -92,7 +92,7 @@ let package = Package(
                 rootProduct("MetronomeObservability"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
+            ] + nio,
             path: "Benchmarks/MetronomeBenchmarks",
             plugins: [
                 .plugin(name: "BenchmarkPlugin", package: "benchmark")

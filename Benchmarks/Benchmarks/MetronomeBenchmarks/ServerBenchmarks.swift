@@ -9,52 +9,14 @@ import MetronomeTestSupport
 import ServiceLifecycle
 import Synchronization
 
-// What a server does with timers: a deadline around an async call, against the idiom it
-// replaces; add+cancel on the shared engine from one thread and from two; and how long a
-// service group of an engine and its exporter takes to end after a graceful shutdown.
+// What a server does with timers: a deadline around an async call against its baselines
+// (DeadlineBenchmarks.swift); add+cancel on the shared engine from one thread and from two;
+// and how long a service group of an engine and its exporter takes to end after a graceful
+// shutdown.
 func serverBenchmarks() {
     deadlineBenchmarks()
     sharedEngineBenchmarks()
     serviceShutdownBenchmark()
-}
-
-// MARK: - A deadline around an async call
-
-/// The idiom a deadline helper replaces: the operation and a `Task.sleep` race as two
-/// child tasks of a group, and the first to finish cancels the other.
-private func raceAgainstSleep<Success: Sendable>(
-    _ timeout: Duration, _ operation: @escaping @Sendable () async throws -> Success
-) async throws -> Success {
-    try await withThrowingTaskGroup(of: Success.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            throw CancellationError()
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
-    }
-}
-
-private func deadlineBenchmarks() {
-    let engineSlot = Slot<TimerEngine>()
-    Benchmark("Deadline: withDeadline (engine)") { benchmark async in
-        let clock = EngineClock(backend: .engine(engineSlot.value!))
-        for index in benchmark.scaledIterations {
-            blackHole(await withDeadline(in: .seconds(60), clock: clock) { index })
-        }
-    } setup: {
-        engineSlot.value = try TimerEngine()
-    } teardown: {
-        await engineSlot.value?.shutdown()
-        engineSlot.value = nil
-    }
-
-    Benchmark("Deadline: task group racing Task.sleep") { benchmark async in
-        for index in benchmark.scaledIterations {
-            blackHole(try? await raceAgainstSleep(.seconds(60)) { index })
-        }
-    }
 }
 
 // MARK: - Add+cancel from one thread and from two

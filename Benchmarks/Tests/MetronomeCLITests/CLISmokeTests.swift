@@ -192,12 +192,21 @@ struct CLISmokeTests {
     }
 
     @Test(.timeLimit(.minutes(5)))
-    func scaleMeasuresNIOAndSleepingTasksAtEachArmedCount() throws {
+    func scaleMeasuresTheEngineNIOAndSleepingTasksAtEachArmedCount() throws {
         let (report, rows) = try self.armedCountTable(armed: "100,1000", armedOperations: "2000", timeLimit: "600")
         #expect(report.config["armed"] as? [Int] == [100, 1000])
-        let backends = ["nio-loop", "nio-thread", "nio-loop", "nio-thread", "task-sleep", "task-sleep"]
-        #expect(rows.map { $0["backend"] as? String } == backends)
-        #expect(rows.map { $0["armed"] as? Int } == [100, 100, 1000, 1000, 100, 1000])
+        let engine = ["engine-new", "engine-reuse"]
+        let nio = ["nio-loop", "nio-thread", "nio-callback"]
+        #expect(rows.map { $0["backend"] as? String } == engine + engine + nio + nio + ["task-sleep", "task-sleep"])
+        #expect(rows.map { $0["armed"] as? Int } == [100, 100, 1000, 1000, 100, 100, 100, 1000, 1000, 1000, 100, 1000])
+        // Each library shows both patterns: a timer made per pair, and one rearmed.
+        let perPair = Dictionary(
+            rows.map { ($0["backend"] as? String ?? "", $0["per_pair"] as? String ?? "") }, uniquingKeysWith: { $1 })
+        #expect(
+            perPair == [
+                "engine-new": "allocates", "engine-reuse": "reuses", "nio-loop": "allocates",
+                "nio-thread": "allocates", "nio-callback": "reuses", "task-sleep": "allocates",
+            ])
         for row in rows {
             #expect(row["finished"] as? Bool == true, "\(row)")
             #expect(row["pairs_done"] as? Int == 2000, "\(row)")
@@ -213,7 +222,10 @@ struct CLISmokeTests {
     func scaleReportsARunPastItsTimeLimitAsNotFinished() throws {
         // A hundred million pairs cannot be done in a millisecond.
         let (_, rows) = try self.armedCountTable(armed: "1000", armedOperations: "100000000", timeLimit: "0.001")
-        #expect(rows.map { $0["backend"] as? String } == ["nio-loop", "nio-thread", "task-sleep"])
+        #expect(
+            rows.map { $0["backend"] as? String } == [
+                "engine-new", "engine-reuse", "nio-loop", "nio-thread", "nio-callback", "task-sleep",
+            ])
         for row in rows {
             #expect(row["finished"] as? Bool == false, "\(row)")
             #expect(row["add_cancel_per_s"] == nil, "\(row)")

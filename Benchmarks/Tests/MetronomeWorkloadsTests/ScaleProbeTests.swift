@@ -42,15 +42,22 @@ import Testing
     // The task-sleep rows are tested through the CLI only: their tasks need a free thread of
     // the cooperative pool, which other tests in this process hold while they wait.
 
-    @Test(.timeLimit(.minutes(3)))
-    func nioFinishesEveryPairWithinAGenerousLimitOnTheLoopAndFromAnotherThread() throws {
+    /// The armed-count subjects' rows at 10 and 200 armed, with a limit no run reaches.
+    private func armedRows(_ subject: any ArmedScaleSubject) throws -> [ArmedScaleResult] {
         var config = Self.config
         config.armed = [10, 200]
         config.armedOperations = 500
         config.timeLimitNanoseconds = 600_000_000_000
-        let rows = try EventLoopScaleSubject().run(config)
-        #expect(rows.map(\.backend) == ["nio-loop", "nio-thread", "nio-loop", "nio-thread"])
-        #expect(rows.map(\.armed) == [10, 10, 200, 200])
+        return try subject.run(config)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func nioFinishesEveryPairWithinAGenerousLimitOnTheLoopAndFromAnotherThread() throws {
+        let rows = try self.armedRows(EventLoopScaleSubject())
+        let backends = ["nio-loop", "nio-thread", "nio-callback"]
+        #expect(rows.map(\.backend) == backends + backends)
+        #expect(rows.map(\.armed) == [10, 10, 10, 200, 200, 200])
+        #expect(rows.map(\.perPair) == [.allocates, .allocates, .reuses, .allocates, .allocates, .reuses])
         for row in rows {
             #expect(row.finished)
             #expect(row.pairs == 500)
@@ -67,11 +74,24 @@ import Testing
         // No time at all: the first look at the clock, after 64 pairs, stops the run.
         config.timeLimitNanoseconds = 0
         let rows = try EventLoopScaleSubject().run(config)
-        #expect(rows.map(\.backend) == ["nio-loop", "nio-thread"])
+        #expect(rows.map(\.backend) == ["nio-loop", "nio-thread", "nio-callback"])
         for row in rows {
             #expect(!row.finished)
             #expect(row.addCancelPerSecond == nil)
             #expect(row.pairsDone == 64)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func theEngineFinishesEveryPairMakingATimerPerPairAndRearmingOne() throws {
+        let rows = try self.armedRows(EngineArmedScaleSubject())
+        #expect(rows.map(\.backend) == ["engine-new", "engine-reuse", "engine-new", "engine-reuse"])
+        #expect(rows.map(\.armed) == [10, 10, 200, 200])
+        #expect(rows.map(\.perPair) == [.allocates, .reuses, .allocates, .reuses])
+        for row in rows {
+            #expect(row.finished)
+            #expect(row.pairsDone == 500)
+            #expect((row.addCancelPerSecond ?? 0) > 0)
         }
     }
 

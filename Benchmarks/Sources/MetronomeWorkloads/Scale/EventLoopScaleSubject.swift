@@ -5,10 +5,13 @@ import NIOPosix
 /// swift-nio's `scheduleTask` + `cancel` on one loop of a `MultiThreadedEventLoopGroup`, with
 /// each of the configured counts of tasks armed on that loop.
 ///
-/// Two rows per count: `nio-loop` makes the pairs on the loop's own thread (NIO's fast
-/// path, what a channel handler does), `nio-thread` from another thread (what a server's
-/// async code does), which takes the loop's lock and may wake it. NIO's cancel removes the
-/// task from its heap by a linear search, so its cost grows with the tasks armed.
+/// Three rows per count: `nio-loop` makes the pairs with `scheduleTask` on the loop's own
+/// thread (NIO's fast path, what a channel handler does), `nio-thread` from another thread
+/// (what a server's async code does), which takes the loop's lock and may wake it; both
+/// allocate a task per pair. `nio-callback` makes them from another thread with
+/// `scheduleCallback` and one handler, which a `SelectableEventLoop` arms without
+/// allocating. NIO's cancel removes the task from its heap by a linear search, so its cost
+/// grows with the tasks armed.
 public struct EventLoopScaleSubject: ArmedScaleSubject {
     public let name = "nio"
 
@@ -48,12 +51,30 @@ public struct EventLoopScaleSubject: ArmedScaleSubject {
         let fromThread = ScaleProbe.rate(pairs, limitNanoseconds: limit) { _ in
             loop.scheduleTask(deadline: .far(&random, base: base)) {}.cancel()
         }
+        let handler = IgnoredCallback()
+        let callback = ScaleProbe.rate(pairs, limitNanoseconds: limit) { _ in
+            // Refused only by a loop that has shut down, which this one has not.
+            try! loop.scheduleCallback(at: .far(&random, base: base), handler: handler).cancel()
+        }
         withExtendedLifetime(tasks) {}
         return [
-            ArmedScaleResult(backend: "nio-loop", armed: armed, pairs: pairs, rate: onLoop, bytesPerTimer: bytes),
-            ArmedScaleResult(backend: "nio-thread", armed: armed, pairs: pairs, rate: fromThread, bytesPerTimer: bytes),
+            ArmedScaleResult(
+                backend: "nio-loop", armed: armed, pairs: pairs, perPair: .allocates, rate: onLoop,
+                bytesPerTimer: bytes),
+            ArmedScaleResult(
+                backend: "nio-thread", armed: armed, pairs: pairs, perPair: .allocates, rate: fromThread,
+                bytesPerTimer: bytes),
+            ArmedScaleResult(
+                backend: "nio-callback", armed: armed, pairs: pairs, perPair: .reuses, rate: callback,
+                bytesPerTimer: bytes),
         ]
     }
+}
+
+/// The one handler every `nio-callback` pair arms: a class, so the loop stores a reference
+/// and allocates nothing for it.
+private final class IgnoredCallback: NIOScheduledCallbackHandler, Sendable {
+    func handleScheduledCallback(eventLoop: some EventLoop) {}
 }
 
 extension NIODeadline {

@@ -42,7 +42,8 @@ public struct SleepingTaskScaleSubject: ArmedScaleSubject {
         let total = counts.created.load(ordering: .relaxed) + armed
         _ = Self.wait(until: { counts.finished.load(ordering: .relaxed) == total }, seconds: 60)
         return ArmedScaleResult(
-            backend: self.name, armed: armed, pairs: config.armedOperations, rate: rate, bytesPerTimer: bytes)
+            backend: self.name, armed: armed, pairs: config.armedOperations, perPair: .allocates, rate: rate,
+            bytesPerTimer: bytes)
     }
 
     /// Polls `condition` until it holds (`true`) or `expired` does (`false`).

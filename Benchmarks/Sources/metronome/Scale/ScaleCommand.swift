@@ -6,12 +6,13 @@ import MetronomeWorkloads
 
 /// `metronome scale`: a million armed timers — add, cancel, reschedule, memory and firing —
 /// for the C core, the Swift API on the engine, and GCD; then add+cancel with fewer armed
-/// for swift-nio's loop and for a sleeping `Task` per timeout.
+/// for the engine, swift-nio's loop and a sleeping `Task` per timeout, each pair making a
+/// timer of its own or rearming one.
 struct ScaleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scale",
         abstract:
-            "Add+cancel, reschedule, memory per timer and fire throughput with many timers armed; NIO and Task.sleep beside."
+            "Add+cancel, reschedule, memory per timer and fire throughput with many timers armed; the engine, NIO and Task.sleep at fewer."
     )
 
     @Option(
@@ -63,7 +64,7 @@ struct ScaleCommand: ParsableCommand {
     /// holds, with a time limit, rather than at `--timers`.
     @Option(
         help:
-            "Tasks armed per NIO loop (and tasks left sleeping) for the armed-count table, comma-separated, each 1 to 1000000."
+            "Timers armed per engine and NIO loop (and tasks left sleeping) for the armed-count table, comma-separated, each 1 to 1000000."
     )
     var armed: String = "1000,10000,100000"
 
@@ -132,7 +133,9 @@ struct ScaleCommand: ParsableCommand {
             progress?("scale: \(subject.name)…")
             return try subject.run(config)
         }
-        let armedSubjects: [any ArmedScaleSubject] = [EventLoopScaleSubject(), SleepingTaskScaleSubject()]
+        let armedSubjects: [any ArmedScaleSubject] = [
+            EngineArmedScaleSubject(), EventLoopScaleSubject(), SleepingTaskScaleSubject(),
+        ]
         let armedResults = try armedSubjects.flatMap { subject in
             progress?("scale: \(subject.name) at \(self.armed) armed…")
             return try subject.run(config)
@@ -144,6 +147,7 @@ struct ScaleCommand: ParsableCommand {
             "bytes_per_timer = resident memory growth (after malloc_trim) / timers armed",
             "reschedules pick \(self.order.phrase) among the armed timers",
             "engines run \(self.shards) shard(s); all cores = \(OptionRules.cpuCount) threads, each arming a timer it created",
+            "add+cancel reuses one timer per thread (core: one C timer; engine-swift: one SafeDispatchTimer)",
             "each rate is the best of \(ScaleProbe.repeats) runs",
         ]
         notes += self.armedNotes
@@ -195,8 +199,12 @@ extension ScaleCommand {
         [
             "armed-count table: add+cancel pairs with \(self.armed) armed beside them, \(self.armedOperations) per run; "
                 + "a run still going after \(NumberText.fixed(self.timeLimit, places: 3)) s stops and does not finish",
+            "per pair: allocates = each pair makes a timer (or task) and drops it; reuses = each pair rearms one made before",
+            "engine-new: a SafeDispatchTimer made, scheduled, cancelled and dropped per pair; "
+                + "engine-reuse: one SafeDispatchTimer scheduled and cancelled; both from one thread",
             "nio-loop: scheduleTask + cancel on the loop's own thread (NIO's fast path); "
-                + "nio-thread: the same from another thread, which takes the loop's lock and may wake it",
+                + "nio-thread: the same from another thread, which takes the loop's lock and may wake it; "
+                + "nio-callback: scheduleCallback with one handler + cancel from another thread",
             "nio: cancel removes the task from the loop's heap by a linear search, so its cost grows with the tasks armed",
             "task-sleep: a Task per timeout sleeping in Task.sleep(for:), made and cancelled from one thread; "
                 + "a run ends when every cancelled task has finished",
@@ -205,10 +213,10 @@ extension ScaleCommand {
     }
 
     static func armedTable(_ results: [ArmedScaleResult]) -> String {
-        let header = ["backend", "armed", "add+cancel/s", "bytes/timer"]
+        let header = ["backend", "armed", "per pair", "add+cancel/s", "bytes/timer"]
         let rows = results.map { r in
             [
-                r.backend, "\(r.armed)",
+                r.backend, "\(r.armed)", r.perPair.rawValue,
                 r.addCancelPerSecond.map { NumberText.fixed($0, places: 0) }
                     ?? "did not finish (\(r.pairsDone) of \(r.pairs))",
                 NumberText.fixed(r.bytesPerTimer, places: 1),
