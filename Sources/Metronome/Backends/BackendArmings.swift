@@ -12,7 +12,8 @@ final class BackendArmings: Sendable {
     let timerBackend: any TimerBackend
 
     private struct Arming {
-        let handle: any ArmedTimer
+        /// `nil` while the backend arms it: a firing may come before the handle does.
+        var handle: (any ArmedTimer)?
         let timer: WeakTimer
         /// Until it is disarmed, or its one firing comes.
         var isArmed = true
@@ -36,13 +37,16 @@ final class BackendArmings: Sendable {
         throws(TimerError) -> UInt64
     {
         if let previous { self.retire(previous) }
+        let target = WeakTimer(core: receiver)
+        // Recorded before the backend arms it, so that a firing that comes at once (GCD
+        // starts a source on arming) finds its arming to count out.
         let id = self.table.withLockedValue { table -> UInt64? in
             guard !table.isStopped else { return nil }
             table.lastID += 1
+            table.armings[table.lastID] = Arming(handle: nil, timer: target)
             return table.lastID
         }
         guard let id else { throw Self.stopped }
-        let target = WeakTimer(core: receiver)
         let isOneShot = schedule.periodNanoseconds == nil
         let queue = receiver.delivery?.queue
         let handle = self.timerBackend.arm(schedule, clock: clock, queue: queue) { [weak self] tick in
@@ -50,11 +54,14 @@ final class BackendArmings: Sendable {
             target.core?.receive(tick.on(clock), from: id, firedOnQueue: queue != nil)
         }
         // A backend says only that it can arm no more, as an engine that was shut down.
-        guard let handle else { throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm") }
-        // A stop that came meanwhile did not see this arming: it is refused here instead.
+        guard let handle else {
+            self.table.withLockedValue { _ = $0.armings.removeValue(forKey: id) }
+            throw TimerError(code: ESHUTDOWN, operation: "TimerBackend.arm")
+        }
+        // A stop that came meanwhile passed over this arming: it is refused here instead.
         let kept = self.table.withLockedValue { table in
             guard !table.isStopped else { return false }
-            table.armings[id] = Arming(handle: handle, timer: target)
+            table.armings[id]?.handle = handle
             return true
         }
         guard kept else {
@@ -90,9 +97,10 @@ final class BackendArmings: Sendable {
         let armings = self.table.withLockedValue { table in
             table.isStopped = true
             defer { table.armings = [:] }
-            return Array(table.armings.values)
+            // One still being armed is its arming call's to refuse.
+            return table.armings.values.filter { $0.handle != nil }
         }
-        for arming in armings { arming.handle.disarm() }
+        for arming in armings { arming.handle?.disarm() }
         return armings.compactMap(\.timer.core)
     }
 

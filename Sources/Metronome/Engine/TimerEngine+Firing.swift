@@ -30,7 +30,11 @@ extension TimerEngine: TimerFiring {
         }
         // Given up, retired elsewhere: its release takes the receiver's lock, held here.
         if previous == nil || fresh != nil { DispatchQueue.global().async { [timer] in self.retire(timer) } }
-        guard let fresh else { throw TimerError(code: code, operation: "mtr_timer_move") }
+        // A stop between the create and the move frees the slot, and the move meets a
+        // stale id: its EINVAL means the engine stopped, which the caller is told.
+        guard let fresh else {
+            throw TimerError(code: self.hasStopped ? ESHUTDOWN : code, operation: "mtr_timer_move")
+        }
         return fresh
     }
 
