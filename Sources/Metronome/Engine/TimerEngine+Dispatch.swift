@@ -42,8 +42,6 @@ extension TimerEngine: BackendArmingsFiring {
         return queue
     }
 
-    var backend: SafeDispatchTimer.Backend { .engine(self) }
-
     var hasStopped: Bool {
         self.armings.isStopped
     }

@@ -8,8 +8,6 @@ import Glibc
 /// so every arming after the first is one C call (`mtr_timer_move`: a later deadline on
 /// the same clock in O(1)), and a firing reaches its receiver through that one pointer.
 extension TimerEngine: TimerFiring {
-    var backend: SafeDispatchTimer.Backend { .engine(self) }
-
     func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
         throws(TimerError) -> UInt64
     {

@@ -2,10 +2,12 @@
 /// ``BackendArmings``. One per timer or expiry set.
 final class BackendFiring: BackendArmingsFiring {
     let armings: BackendArmings
-    let backend: SafeDispatchTimer.Backend
 
-    init(_ timerBackend: any TimerBackend, as backend: SafeDispatchTimer.Backend) {
+    init(_ timerBackend: any TimerBackend) {
         self.armings = BackendArmings(timerBackend)
-        self.backend = backend
+    }
+
+    var timerBackend: any TimerBackend {
+        self.armings.timerBackend
     }
 }
