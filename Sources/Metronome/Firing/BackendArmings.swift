@@ -4,11 +4,12 @@ import Glibc
 import Darwin
 #endif
 
-/// The armings of a public ``TimerBackend``: the backend hands out a handle per arming and
-/// calls a closure per firing; this keeps each handle by an id, with the timer it fires,
-/// and tags each firing with its arming's id. A stop disarms them all and refuses new
-/// ones, for a backend that stands in for an engine.
-final class BackendArmings: Sendable {
+/// A public ``TimerBackend`` (GCD, a test double) as a seam, one per timer or expiry set,
+/// and GCD's stand-in for a compiled-out engine: the backend hands out a handle per arming
+/// and calls a closure per firing; this keeps each handle by an id, with the timer it
+/// fires, and tags each firing with its arming's id. A stop disarms them all and refuses
+/// new ones, for a backend that stands in for an engine.
+final class BackendArmings: TimerFiring {
     let timerBackend: any TimerBackend
 
     private struct Arming {
@@ -87,7 +88,11 @@ final class BackendArmings: Sendable {
         self.table.withLockedValue { table in table.armings.values.count { $0.isArmed } }
     }
 
-    var isStopped: Bool {
+    func now(_ clock: TimerClock) -> Int64 {
+        self.timerBackend.now(clock)
+    }
+
+    var hasStopped: Bool {
         self.table.withLockedValue { $0.isStopped }
     }
 
@@ -109,15 +114,18 @@ final class BackendArmings: Sendable {
     }
 }
 
-/// A seam whose armings a ``BackendArmings`` keeps: a public backend's, or the engine's
-/// where it is compiled out.
+/// The engine where it is compiled out: a seam whose armings a ``BackendArmings`` keeps.
 protocol BackendArmingsFiring: TimerFiring {
     var armings: BackendArmings { get }
 }
 
 extension BackendArmingsFiring {
     func now(_ clock: TimerClock) -> Int64 {
-        self.armings.timerBackend.now(clock)
+        self.armings.now(clock)
+    }
+
+    var hasStopped: Bool {
+        self.armings.hasStopped
     }
 
     func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)

@@ -1,7 +1,7 @@
 @preconcurrency import Dispatch
 
 /// What fires timers: the engine, or a public ``TimerBackend`` (GCD, a test double)
-/// through ``BackendFiring``. It takes a schedule and a receiver to fire, and knows
+/// through ``BackendArmings``. It takes a schedule and a receiver to fire, and knows
 /// nothing else of what is built on it.
 ///
 /// An arming is named by an id that each of its firings carries; the timer runs a firing

@@ -7,8 +7,8 @@ extension SafeDispatchTimer.Backend {
     var firing: any TimerFiring {
         switch self {
         case .engine(let engine): engine
-        case .dispatch: BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
-        case .custom(let backend): BackendFiring(backend)
+        case .dispatch: BackendArmings(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")))
+        case .custom(let backend): BackendArmings(backend)
         }
     }
 
@@ -16,7 +16,7 @@ extension SafeDispatchTimer.Backend {
     init(firing: any TimerFiring) {
         if let engine = firing as? TimerEngine {
             self = .engine(engine)
-        } else if let backend = (firing as? BackendFiring)?.timerBackend, !(backend is DispatchBackend) {
+        } else if let backend = (firing as? BackendArmings)?.timerBackend, !(backend is DispatchBackend) {
             self = .custom(backend)
         } else {
             self = .dispatch
