@@ -22,12 +22,14 @@ deps:
 build: deps
 	$(SWIFT) build $(CWARNINGS)
 
-# The test suite: state machine, C core contract, SafeDispatchTimer on both backends; then
+# The test suite, after the Swift library's layers are checked (scripts/check-layers.sh):
+# state machine, C core contract, SafeDispatchTimer on both backends; then
 # that a client gets no other package and no Foundation; then the Benchmarks package's
 # tests (measurement statistics, the CLI run as a process). Real time, but no timing
 # thresholds. Then every documentation snippet compiled as top-level code and in
 # an async function, and a top-level client run.
 test: deps
+	scripts/check-layers.sh
 	$(SWIFT) test $(CWARNINGS)
 	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh
 	SWIFT=$(SWIFT) scripts/check-snippets.sh

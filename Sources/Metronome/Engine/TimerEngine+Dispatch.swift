@@ -42,12 +42,6 @@ extension TimerEngine: BackendArmingsFiring {
         return queue
     }
 
-    var backend: SafeDispatchTimer.Backend { .engine(self) }
-
-    var hasStopped: Bool {
-        self.armings.isStopped
-    }
-
     /// Stops the engine: disarms every timer, waits for a running handler on its queue,
     /// releases every handler. A running ``SafeDispatchTimer`` on it is then cancelled; a
     /// suspended one stays suspended, and resuming it returns `false`. Timers scheduled on

@@ -8,8 +8,6 @@ import Glibc
 /// so every arming after the first is one C call (`mtr_timer_move`: a later deadline on
 /// the same clock in O(1)), and a firing reaches its receiver through that one pointer.
 extension TimerEngine: TimerFiring {
-    var backend: SafeDispatchTimer.Backend { .engine(self) }
-
     func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
         throws(TimerError) -> UInt64
     {
@@ -30,7 +28,11 @@ extension TimerEngine: TimerFiring {
         }
         // Given up, retired elsewhere: its release takes the receiver's lock, held here.
         if previous == nil || fresh != nil { DispatchQueue.global().async { [timer] in self.retire(timer) } }
-        guard let fresh else { throw TimerError(code: code, operation: "mtr_timer_move") }
+        // A stop between the create and the move frees the slot, and the move meets a
+        // stale id: its EINVAL means the engine stopped, which the caller is told.
+        guard let fresh else {
+            throw TimerError(code: self.hasStopped ? ESHUTDOWN : code, operation: "mtr_timer_move")
+        }
         return fresh
     }
 

@@ -86,7 +86,7 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
 
     /// What the expiry timer runs on.
     public var backend: SafeDispatchTimer.Backend {
-        self.set.firing.backend
+        SafeDispatchTimer.Backend(firing: self.set.firing)
     }
 
     /// The engine the expiry timer runs on; `nil` when ``backend`` is not an engine.
@@ -134,7 +134,7 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
         backend: SafeDispatchTimer.Backend = .engine(.shared),
         onExpiry: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
-        let set = backend.firing.expirySet(of: Value.self)
+        let set = ExpirySet<Value>.joined(on: backend)
         let lifetime = max(lifetime, .zero).saturatingNanoseconds
         self.expiry = Atomic(Self.expiry(after: lifetime, from: set.now()))
         self.lifetimeNanoseconds = lifetime

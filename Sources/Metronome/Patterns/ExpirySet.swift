@@ -205,3 +205,15 @@ final class ExpirySet<Value: Sendable>: Sendable {
     }
 
 }
+
+extension ExpirySet {
+    /// The set a new ``ExpiringValue`` on `backend` joins: the engine's for its shard, shared
+    /// and slotted (see TimerEngine+ExpirySets.swift); on any other backend, or where the
+    /// engine is compiled out, a set of the value's own that arms each expiry instant as it is.
+    static func joined(on backend: SafeDispatchTimer.Backend) -> ExpirySet<Value> {
+        #if Engine
+        if case .engine(let engine) = backend { return engine.expirySet(of: Value.self) }
+        #endif
+        return ExpirySet(firing: backend.firing, granularity: 1)
+    }
+}

@@ -192,11 +192,7 @@ final class TickStorage: Sendable {
                 state.waiter = nil
                 return (waiter, tick)
             }
-            var merged = tick
-            if let previous = state.pending {
-                merged.missed = Int(clamping: Int128(merged.missed) + Int128(previous.missed) + 1)
-            }
-            state.pending = merged
+            state.pending = state.pending.map { tick.merged(after: $0) } ?? tick
             return nil
         }
     }

@@ -167,7 +167,7 @@ public final class SafeDispatchTimer: Sendable {
 
     /// What fires the timer.
     public var backend: Backend {
-        self.core.firing.backend
+        Backend(firing: self.core.firing)
     }
 
     /// The current schedule while the timer is running or suspended, otherwise `nil`.

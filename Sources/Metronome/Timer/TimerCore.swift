@@ -259,21 +259,23 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     /// handler runs (the firing thread, or the queue a backend fired on), handed to the
     /// delivery otherwise.
     func receive(_ tick: Tick, from arming: UInt64, firedOnQueue: Bool) {
+        // Read once per delivery: a handler that forks is told apart by a second read after it.
+        let fork = mtr_fork_generation()
         switch self.delivery {
-        case nil: self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false)
-        case .queue where firedOnQueue: self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false)
-        case .queue, .executor: self.enqueue(tick, from: arming)
+        case nil: self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false, inFork: fork)
+        case .queue where firedOnQueue:
+            self.deliver(TimerState.Firing(tick: tick, arming: arming), admitted: false, inFork: fork)
+        case .queue, .executor: self.enqueue(tick, from: arming, inFork: fork)
         }
     }
 
     /// A firing of `arming` for a timer with a delivery: it goes there unless one of this
     /// timer's is on its way or running, and then waits.
-    private func enqueue(_ tick: Tick, from arming: UInt64) {
+    private func enqueue(_ tick: Tick, from arming: UInt64, inFork fork: UInt32) {
         let firing = TimerState.Firing(tick: tick, arming: arming)
-        let fork = mtr_fork_generation()
         guard self.withLockedStorage({ $0.admit(firing, inFork: fork) }) else { return }
         nonisolated(unsafe) let core = self
-        self.delivery?.async { core.deliver(firing, admitted: true) }
+        self.delivery?.async { core.deliver(firing, admitted: true, inFork: fork) }
     }
 
     /// Runs `firing` (admitting it first unless `admitted` on its way to the queue), then
@@ -284,8 +286,7 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
     /// never holds a serial queue for good.
     ///
     /// Runs the handler if the firing is the current arming's.
-    private func deliver(_ firing: TimerState.Firing, admitted: Bool) {
-        let fork = mtr_fork_generation()
+    private func deliver(_ firing: TimerState.Firing, admitted: Bool, inFork fork: UInt32) {
         let delivery = admitted ? self.delivery : nil
         var next: TimerState.Firing? = firing
         var admitted = admitted
@@ -315,7 +316,7 @@ final class TimerCore: LockedBuffer<TimerCoreContents> {
             if running != nil { next = self.run(&running, firing.tick, inFork: fork) }
             if let following = next, let delivery {
                 nonisolated(unsafe) let core = self
-                delivery.async { core.deliver(following, admitted: true) }
+                delivery.async { core.deliver(following, admitted: true, inFork: fork) }
                 return
             }
         }

@@ -42,7 +42,7 @@ struct TimerState {
         func merged(after earlier: Firing) -> Firing {
             guard earlier.arming == self.arming else { return self }
             var merged = self
-            merged.tick.missed = Int(clamping: Int128(self.tick.missed) + Int128(earlier.tick.missed) + 1)
+            merged.tick = self.tick.merged(after: earlier.tick)
             return merged
         }
     }

@@ -30,6 +30,14 @@ public struct Tick: Sendable, Hashable {
 
     /// This tick with both instants on `clock`: a backend reports nanoseconds, the timer
     /// knows their clock.
+    /// This tick standing also for `earlier`, which never reached a handler: one more
+    /// missed period, besides those each had missed. The one merge of skipped firings.
+    func merged(after earlier: Tick) -> Tick {
+        var merged = self
+        merged.missed = Int(clamping: Int128(self.missed) + Int128(earlier.missed) + 1)
+        return merged
+    }
+
     func on(_ clock: TimerClock) -> Tick {
         var tick = self
         tick.scheduled.clock = clock

@@ -1,7 +1,8 @@
 @preconcurrency import Dispatch
 
-/// What fires timers, as a timer sees it: the engine, or a public ``TimerBackend`` (GCD, a
-/// test double) through ``BackendFiring``.
+/// What fires timers: the engine, or a public ``TimerBackend`` (GCD, a test double)
+/// through ``BackendArmings``. It takes a schedule and a receiver to fire, and knows
+/// nothing else of what is built on it.
 ///
 /// An arming is named by an id that each of its firings carries; the timer runs a firing
 /// only for the arming it recorded last. The timer arms under its own lock and records the
@@ -9,8 +10,6 @@
 /// ``arm(_:clock:for:replacing:)`` and never calls back into a timer from inside
 /// ``arm(_:clock:for:replacing:)`` or ``disarm(_:)``.
 protocol TimerFiring: AnyObject, Sendable {
-    /// The backend as the caller named it.
-    var backend: SafeDispatchTimer.Backend { get }
     /// The current time on `clock`, in nanoseconds, as this seam's firings measure it.
     func now(_ clock: TimerClock) -> Int64
     /// Arms `schedule` in place of the arming `previous` (armed or not), if there is one,
@@ -28,8 +27,6 @@ protocol TimerFiring: AnyObject, Sendable {
     var hasStopped: Bool { get }
     /// Whether this seam is a dead copy in a forked child.
     var isInherited: Bool { get }
-    /// The set a new ``ExpiringValue`` of `Value` joins.
-    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value>
 }
 
 extension TimerFiring {
@@ -41,26 +38,7 @@ extension TimerFiring {
 
     var isInherited: Bool { false }
 
-    /// A set of the value's own, which arms each expiry instant as it is.
-    func expirySet<Value: Sendable>(of type: Value.Type) -> ExpirySet<Value> {
-        ExpirySet(firing: self, granularity: 1)
-    }
-
     func retire(_ arming: UInt64) {
         self.disarm(arming)
-    }
-}
-
-extension SafeDispatchTimer.Backend {
-    /// What fires a timer on this backend. `.dispatch` gets a private serial queue per timer,
-    /// so that one timer's handlers never overlap, even across a reschedule that replaces its
-    /// source.
-    var firing: any TimerFiring {
-        switch self {
-        case .engine(let engine): engine
-        case .dispatch:
-            BackendFiring(DispatchBackend(fallbackQueue: DispatchQueue(label: "metronome.dispatch-timer")), as: self)
-        case .custom(let backend): BackendFiring(backend, as: self)
-        }
     }
 }

@@ -4,15 +4,17 @@ import Glibc
 import Darwin
 #endif
 
-/// The armings of a public ``TimerBackend``: the backend hands out a handle per arming and
-/// calls a closure per firing; this keeps each handle by an id, with the timer it fires,
-/// and tags each firing with its arming's id. A stop disarms them all and refuses new
-/// ones, for a backend that stands in for an engine.
-final class BackendArmings: Sendable {
+/// A public ``TimerBackend`` (GCD, a test double) as a seam, one per timer or expiry set,
+/// and GCD's stand-in for a compiled-out engine: the backend hands out a handle per arming
+/// and calls a closure per firing; this keeps each handle by an id, with the timer it
+/// fires, and tags each firing with its arming's id. A stop disarms them all and refuses
+/// new ones, for a backend that stands in for an engine.
+final class BackendArmings: TimerFiring {
     let timerBackend: any TimerBackend
 
     private struct Arming {
-        let handle: any ArmedTimer
+        /// `nil` while the backend arms it: a firing may come before the handle does.
+        var handle: (any ArmedTimer)?
         let timer: WeakTimer
         /// Until it is disarmed, or its one firing comes.
         var isArmed = true
@@ -36,13 +38,16 @@ final class BackendArmings: Sendable {
         throws(TimerError) -> UInt64
     {
         if let previous { self.retire(previous) }
+        let target = WeakTimer(core: receiver)
+        // Recorded before the backend arms it, so that a firing that comes at once (GCD
+        // starts a source on arming) finds its arming to count out.
         let id = self.table.withLockedValue { table -> UInt64? in
             guard !table.isStopped else { return nil }
             table.lastID += 1
+            table.armings[table.lastID] = Arming(handle: nil, timer: target)
             return table.lastID
         }
         guard let id else { throw .engineShutDown }
-        let target = WeakTimer(core: receiver)
         let isOneShot = schedule.periodNanoseconds == nil
         let queue = receiver.delivery?.queue
         let handle = self.timerBackend.arm(schedule, clock: clock, queue: queue) { [weak self] tick in
@@ -50,11 +55,14 @@ final class BackendArmings: Sendable {
             target.core?.receive(tick.on(clock), from: id, firedOnQueue: queue != nil)
         }
         // A backend says only that it can arm no more, as an engine that was shut down.
-        guard let handle else { throw .engineShutDown }
-        // A stop that came meanwhile did not see this arming: it is refused here instead.
+        guard let handle else {
+            self.table.withLockedValue { _ = $0.armings.removeValue(forKey: id) }
+            throw .engineShutDown
+        }
+        // A stop that came meanwhile passed over this arming: it is refused here instead.
         let kept = self.table.withLockedValue { table in
             guard !table.isStopped else { return false }
-            table.armings[id] = Arming(handle: handle, timer: target)
+            table.armings[id]?.handle = handle
             return true
         }
         guard kept else {
@@ -80,7 +88,11 @@ final class BackendArmings: Sendable {
         self.table.withLockedValue { table in table.armings.values.count { $0.isArmed } }
     }
 
-    var isStopped: Bool {
+    func now(_ clock: TimerClock) -> Int64 {
+        self.timerBackend.now(clock)
+    }
+
+    var hasStopped: Bool {
         self.table.withLockedValue { $0.isStopped }
     }
 
@@ -90,22 +102,26 @@ final class BackendArmings: Sendable {
         let armings = self.table.withLockedValue { table in
             table.isStopped = true
             defer { table.armings = [:] }
-            return Array(table.armings.values)
+            // One still being armed is its arming call's to refuse.
+            return table.armings.values.filter { $0.handle != nil }
         }
-        for arming in armings { arming.handle.disarm() }
+        for arming in armings { arming.handle?.disarm() }
         return armings.compactMap(\.timer.core)
     }
 }
 
-/// A seam whose armings a ``BackendArmings`` keeps: a public backend's, or the engine's
-/// where it is compiled out.
+/// The engine where it is compiled out: a seam whose armings a ``BackendArmings`` keeps.
 protocol BackendArmingsFiring: TimerFiring {
     var armings: BackendArmings { get }
 }
 
 extension BackendArmingsFiring {
     func now(_ clock: TimerClock) -> Int64 {
-        self.armings.timerBackend.now(clock)
+        self.armings.now(clock)
+    }
+
+    var hasStopped: Bool {
+        self.armings.hasStopped
     }
 
     func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
