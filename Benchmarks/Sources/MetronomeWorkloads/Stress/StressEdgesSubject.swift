@@ -184,7 +184,8 @@ final class StressEdgesSubject: StressSubject {
             afterStop.update { $0 = ranCancelled }
         }
         if !afterStop.wait(timeout: .seconds(10), until: { $0 != nil }) {
-            self.violations.record(.stall, subject: self.name, "withDeadline on a stopped engine did not return in 10 s")
+            self.violations.record(
+                .stall, subject: self.name, "withDeadline on a stopped engine did not return in 10 s")
         } else if afterStop.wait(timeout: .seconds(0), until: { $0 == true }) == false {
             self.violations.record(
                 .wrongShutdownError, subject: self.name, "withDeadline on a stopped engine ran its body uncancelled")
