@@ -19,7 +19,7 @@ public struct EngineArmedScaleSubject: ArmedScaleSubject {
 
     private func run(armed: Int, _ config: ScaleConfiguration) throws -> [ArmedScaleResult] {
         let engine = try TimerEngine(configuration: .init(shards: config.shards))
-        defer { engine.shutdown() }
+        defer { engine.syncShutdown() }
         let base = MonotonicTime.now()
         var random = SplitMix64(seed: config.seed)
         let before = ScaleProbe.residentBytes()
