@@ -106,11 +106,39 @@ mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 		mtr_queue_set_fd_locked_(state, target_ns);
 }
 
-/* The next arm order: 64 bits never wrap (MTR_ORDER_MAX). */
-static uint64_t
-mtr_queue_next_order_locked_(struct mtr_shard *shard)
+/*
+ * A timerfd closed under the engine (a closefrom() sweep) while the firing
+ * thread sleeps leaves epoll's interest set without a word, and only a
+ * settime that moves it would fail: arms that make no new earliest wake-up
+ * would go on succeeding for timers that can never fire. So one arm in
+ * MTR_PROBE_EVERY asks the kernel whether the clock's descriptor is still
+ * a timerfd: a syscall per 1,024 arms, against a fault that would
+ * otherwise wait for the next new earliest wake-up, or for ever. (A
+ * descriptor number reused by another timerfd passes; nothing cheaper than
+ * keeping every timerfd's inode would tell.)
+ */
+#define MTR_PROBE_EVERY 1024
+
+static void
+mtr_queue_probe_locked_(struct mtr_shard *shard, mtr_clock_id clock,
+    uint64_t order)
 {
-	return shard->next_order++;
+	struct itimerspec current;
+
+	if ((order & (MTR_PROBE_EVERY - 1)) != 0 || shard->engine->inherited)
+		return;
+	if (timerfd_gettime(shard->clocks[clock].fd, &current) != 0)
+		mtr_engine_fault_(shard->engine, errno);
+}
+
+/* The next arm order, and now and then a probe of @clock's timerfd: 64
+ * bits never wrap (MTR_ORDER_MAX). */
+static uint64_t
+mtr_queue_next_order_locked_(struct mtr_shard *shard, mtr_clock_id clock)
+{
+	uint64_t order = shard->next_order++;
+	mtr_queue_probe_locked_(shard, clock, order);
+	return order;
 }
 
 /* Takes a timer out of its clock's set or out of the batch, if in one. */
@@ -172,7 +200,7 @@ mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
 {
 	struct mtr_timer *timer = &shard->timers[index];
 	int rc = mtr_timerset_push_locked_(&shard->clocks[clock].set,
-	    shard->timers, index, due_ns, mtr_queue_next_order_locked_(shard),
+	    shard->timers, index, due_ns, mtr_queue_next_order_locked_(shard, clock),
 	    mtr_batch_lent_(&shard->batch, clock));
 	if (rc != 0)
 		return rc;
@@ -199,7 +227,7 @@ mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     mtr_clock_id clock, int64_t due_ns)
 {
 	struct mtr_timerset *set = &shard->clocks[clock].set;
-	uint64_t order = mtr_queue_next_order_locked_(shard);
+	uint64_t order = mtr_queue_next_order_locked_(shard, clock);
 	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
 	bool later = due_ns > timer->due_ns ||
 	    due_ns > set->entries[heap_index].due_ns;

@@ -103,13 +103,16 @@ extension CoreContractTests {
             case arm
             /// The destroy, whose wake-up of the firing thread fails.
             case destroy
+            /// Arms that make no new earliest wake-up, so that no settime meets the closed
+            /// timerfd: the engine must still notice within a bounded number of them.
+            case laterArms
         }
 
         /// Every descriptor the engine opened is closed under it (a closefrom sweep): the
         /// timerfds, the epoll instance and libevent's pipe. The firing thread sleeps on an
         /// interest set the kernel has emptied; still the engine stops, destroy returns, and
         /// the context is released once.
-        @Test(arguments: [FirstCall.arm, .destroy], [UInt32(1), 2])
+        @Test(arguments: [FirstCall.arm, .destroy, .laterArms], [UInt32(1), 2])
         func anEngineWhoseDescriptorsAreAllClosedStillStops(first: FirstCall, shards: UInt32) {
             FaultStopping.touch()
             let code = exitCodeOfChild(timeoutNs: 3 * Bounds.patienceNs) {
@@ -120,6 +123,15 @@ extension CoreContractTests {
                 if first == .arm {
                     _ = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic() + Time.ms, 0)
                     guard FaultStopping.stoppedItself(engine) else { return 3 }
+                }
+                if first == .laterArms {
+                    // Each later than the one before, so none moves the timerfd.
+                    let base = Time.monotonic() + 2 * 3_600 * Time.s
+                    var answer: Int32 = 0
+                    for step in 0..<Int64(4_096) where answer == 0 {
+                        answer = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, base + step, 0)
+                    }
+                    guard answer != 0, FaultStopping.stoppedItself(engine) else { return 5 }
                 }
                 mtr_engine_destroy(engine)
                 return FaultStopping.releases.load(ordering: .relaxed) == 1 ? 0 : 4

@@ -60,9 +60,16 @@ final class StressEdgesSubject: StressSubject {
     private let entries = Atomic<Int>(0)
     private let violations: StressViolations
     private let weights = Operation.allCases.map(\.weight)
+    /// Whether the thread that made the engine blocked SIGTERM: a process its handlers start
+    /// inherits that mask, rightly (a test runner's pool thread may have started this process
+    /// so), and then SIGTERM proves nothing.
+    private let creatorBlocksSIGTERM: Bool
 
     init(violations: StressViolations) throws {
         self.violations = violations
+        var mask = sigset_t()
+        pthread_sigmask(SIG_BLOCK, nil, &mask)
+        self.creatorBlocksSIGTERM = sigismember(&mask, SIGTERM) == 1
         self.engine = try TimerEngine()
     }
 
@@ -220,7 +227,7 @@ final class StressEdgesSubject: StressSubject {
     /// stop it within ``sigtermBound``.
     private func spawnFromHandler(_ random: inout SplitMix64) {
         let byFork = random.next(below: 2) == 0
-        guard byFork ? StressLifecycleSubject.canFork : true else { return }
+        guard byFork ? StressLifecycleSubject.canFork : true, !self.creatorBlocksSIGTERM else { return }
         let spawned = LockedCondition<pid_t?>(nil)
         let timer = SafeDispatchTimer(backend: .engine(self.engine))
         timer.schedule(deadline: .now()) { _ in
