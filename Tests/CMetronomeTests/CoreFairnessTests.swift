@@ -77,8 +77,12 @@ extension CoreContractTests {
         /// new timer fires first. Waiting out the spin would fire it after. A trial counts
         /// when the arm landed while the firing thread ran with 0.3 ms of the spin left; of
         /// up to six such trials, at least half must show it (a host stall between the two
-        /// deadlines can put either first).
-        @Test(arguments: Neighbour.allCases)
+        /// deadlines can put either first). Not under ThreadSanitizer: it slows the firing
+        /// thread's spin and the watcher tenfold against a 0.3 ms margin, and a spin has no
+        /// race of its own to show there.
+        @Test(
+            .disabled(if: Bounds.threadSanitized, "the trial's 0.3 ms margin is below ThreadSanitizer's slowdown"),
+            arguments: Neighbour.allCases)
         func anEarlierTimerOnAnotherClockOrShardEndsASpin(_ neighbour: Neighbour) throws {
             let engine = try Self.engine(for: neighbour, spinNs: Int64(MTR_SPIN_MAX_NS))
             let firingThread = Monitor<Int32?>(nil)
