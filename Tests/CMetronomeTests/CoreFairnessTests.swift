@@ -75,7 +75,7 @@ extension CoreContractTests {
         /// The firing thread spins for a deadline (a 1 ms spin window) when a timer on
         /// another clock or shard is armed, due before that deadline: the spin ends and the
         /// new timer fires first. Waiting out the spin would fire it after. A trial counts
-        /// when the arm landed while the firing thread ran with 0.3 ms of the spin left; of
+        /// when the arm returned while the firing thread ran with 0.3 ms of the spin left; of
         /// up to six such trials, at least half must show it (a host stall between the two
         /// deadlines can put either first). Not under ThreadSanitizer: it slows the firing
         /// thread's spin and the watcher tenfold against a 0.3 ms margin, and a spin has no
@@ -108,8 +108,11 @@ extension CoreContractTests {
                 }
                 let offset = Time.now(clock) - Time.monotonic()
                 try #require(early.armOnce(clock, at: armedAt + 100 * Time.us + offset) == 0)
+                // Judged when the arm returned: a test thread preempted inside it
+                // would otherwise count a trial whose arm landed after the spin.
+                let landed = Time.monotonic()
                 try #require(engine.waitFirings(firedBefore + 2))
-                guard armedAt < spunDeadline - 300 * Time.us else {
+                guard landed < spunDeadline - 300 * Time.us else {
                     trials.spoil("the firing thread was not seen spinning")
                     continue
                 }

@@ -35,12 +35,13 @@ private enum FaultStopping {
             let thread = FaultStopping.firstNumber(in: "/proc/thread-self/stat")
             FaultStopping.firingThread.store(thread, ordering: .releasing)
         }
+        // releasesOfAStop first: a reader that sees a release counted sees its verdict.
         config.on_release = { context in
             guard context != nil else { return }
-            FaultStopping.releases.add(1, ordering: .relaxed)
             if let engine = FaultStopping.engine, mtr_engine_was_stopped(engine) == 1 {
-                FaultStopping.releasesOfAStop.add(1, ordering: .relaxed)
+                FaultStopping.releasesOfAStop.add(1, ordering: .sequentiallyConsistent)
             }
+            FaultStopping.releases.add(1, ordering: .sequentiallyConsistent)
         }
         var engine: OpaquePointer?
         var id: mtr_timer_id = 0
@@ -87,7 +88,7 @@ private enum FaultStopping {
             mtr_engine_get_info(engine, &info)
             var other: mtr_timer_id = 0
             return info.fault != 0 && mtr_timer_create(engine, nil, &other) == ESHUTDOWN
-                && releases.load(ordering: .relaxed) == 1
+                && releases.load(ordering: .sequentiallyConsistent) == 1
         }
     }
 }
@@ -153,7 +154,7 @@ extension CoreContractTests {
                 let armed = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic(), 0)
                 guard FaultStopping.stoppedItself(engine) else { return 3 }
                 guard armed == EBADF else { return 4 }
-                guard FaultStopping.releasesOfAStop.load(ordering: .relaxed) == 1 else { return 5 }
+                guard FaultStopping.releasesOfAStop.load(ordering: .sequentiallyConsistent) == 1 else { return 5 }
                 mtr_engine_destroy(engine)
                 return 0
             }
