@@ -55,9 +55,22 @@ extension TimerEngine {
     ///
     /// - Returns: Whether the one-shot fired within 10 s.
     func firesPast(_ delay: Duration) -> Bool {
+        SafeDispatchTimer.Backend.engine(self).firesPast(delay)
+    }
+}
+
+extension SafeDispatchTimer.Backend {
+    /// Arms a one-shot due `delay` from now and waits until its handler ran. On GCD, which
+    /// keeps no order among its timers, `delay` must pass what it is checked against by
+    /// more than GCD's leeway.
+    ///
+    /// - Returns: Whether the one-shot fired within 10 s.
+    func firesPast(_ delay: Duration) -> Bool {
         let fired = LockedCondition(false)
-        let probe = SafeDispatchTimer(backend: .engine(self))
-        guard probe.schedule(after: delay, handler: { _ in fired.update { $0 = true } }) else { return false }
+        let probe = SafeDispatchTimer(backend: self)
+        guard probe.schedule(after: delay, leeway: .zero, handler: { _ in fired.update { $0 = true } }) else {
+            return false
+        }
         return fired.wait(timeout: .seconds(10)) { $0 }
     }
 }

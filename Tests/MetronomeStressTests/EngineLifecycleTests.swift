@@ -252,7 +252,7 @@ struct EngineLifecycleTests {
             let stranded = ExpiringValue(3, lifetime: .zero, backend: .engine(parentShared))
             let expired = Atomic<Bool>(false)
             let fresh = ExpiringValue(4, lifetime: .milliseconds(10)) { _ in expired.store(true, ordering: .releasing) }
-            guard fresh.engine === TimerEngine.shared, TimerEngine.shared !== parentShared else { _exit(11) }
+            guard fresh.backend.engine === TimerEngine.shared, TimerEngine.shared !== parentShared else { _exit(11) }
             for _ in 0..<10_000 where !expired.load(ordering: .acquiring) { usleep(1_000) }
             guard expired.load(ordering: .acquiring), fresh.value == nil else { _exit(12) }
             // The parent's engine is a dead copy here: a value made on it is expired from

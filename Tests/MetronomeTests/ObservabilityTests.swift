@@ -137,7 +137,7 @@ struct ObservabilityTests {
             .init(spinWindow: .seconds(2))
         ),
         (
-            "lateThreshold", "must be positive and fit in Int64 nanoseconds, not \(Duration.zero)",
+            "lateThreshold", "must be at least a nanosecond, not \(Duration.zero)",
             .init(lateThreshold: .zero)
         ),
         ("shards", "must be in 1...64, not 0", .init(shards: 0)),

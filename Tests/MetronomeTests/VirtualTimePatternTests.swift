@@ -79,8 +79,8 @@ struct VirtualTimePatternTests {
     func engineClockReadsAndSleepsOnItsBackend() async throws {
         let clock = EngineClock(backend: .custom(self.timeline), clock: .wall)
         #expect(clock.now == TimerInstant(nanoseconds: self.timeline.now.nanoseconds, clock: .wall))
-        #expect(clock.engine == nil)
-        #expect(EngineClock().engine === TimerEngine.shared)
+        #expect(clock.backend.engine == nil)
+        #expect(EngineClock().backend.engine === TimerEngine.shared)
         let sleeper = Task { try await clock.sleep(until: clock.now.advanced(by: .milliseconds(7))) }
         await self.timeline.waitForArmedTimers(1)
         self.timeline.advance(by: .milliseconds(7))
@@ -95,7 +95,7 @@ struct VirtualTimePatternTests {
         let period = Duration.seconds(1)
         let start = self.timeline.now
         let ticks = SafeDispatchTimer.Backend.custom(self.timeline).ticks(every: period)
-        #expect(ticks.engine == nil)
+        #expect(ticks.backend.engine == nil)
         var iterator = ticks.makeAsyncIterator()
         #expect(self.timeline.armedCount == 1)
 
@@ -135,7 +135,7 @@ struct VirtualTimePatternTests {
         let session = ExpiringValue("session", lifetime: .seconds(30), backend: .custom(self.timeline)) { value in
             expiries.withLock { $0.append(value) }
         }
-        #expect(session.engine == nil)
+        #expect(session.backend.engine == nil)
         self.timeline.advance(by: .seconds(29))
         #expect(session.touch())
         self.timeline.advance(by: .seconds(29))
@@ -167,7 +167,7 @@ struct VirtualTimePatternTests {
     @Test(.timeLimit(.minutes(1)))
     func schedulerFiresAsTheTimelineAdvances() async {
         let scheduler = TimerScheduler(backend: .custom(self.timeline))
-        #expect(scheduler.engine == nil)
+        #expect(scheduler.backend.engine == nil)
         var events = scheduler.events.makeAsyncIterator()
         let once = scheduler.schedule(after: .seconds(2))
         let repeating = scheduler.schedule(after: .seconds(1), every: .seconds(1))

@@ -56,6 +56,17 @@ extension TimerEngine: TimerFiring {
     }
 }
 
+extension TimerClock {
+    /// The C core's name for this clock.
+    var coreClock: mtr_clock_id {
+        switch self {
+        case .monotonic: .MTR_CLOCK_MONOTONIC
+        case .boottime: .MTR_CLOCK_BOOTTIME
+        case .wall: .MTR_CLOCK_REALTIME
+        }
+    }
+}
+
 /// On the firing thread: hands the firing to its receiver, which runs it here or hands it
 /// to its queue or executor.
 let deliverFiring: mtr_fire_fn = { context, raw in

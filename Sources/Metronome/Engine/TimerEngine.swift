@@ -123,7 +123,6 @@ public final class TimerEngine: Sendable {
         public var threadName: String
     }
 
-    #if Engine
     /// The engine every timer uses unless told otherwise, created on first use.
     ///
     /// It is made for a server: ``sharedConfiguration``, one shard per CPU, so threads that
@@ -141,22 +140,7 @@ public final class TimerEngine: Sendable {
     /// forked child it is a new engine, created on first use there, also in a child forked
     /// while another thread was creating the parent's.
     public static var shared: TimerEngine {
-        // The slot and its lock are the C core's: a fork waits while the engine is made,
-        // where a lock of ours, held across a fork, would stay held in the child for good.
-        // No generic call here: unoptimized, a generic's first call in a process fills the
-        // Swift runtime's type cache under a lock, which a fork may leave held in the child.
-        var stored: TimerEngine?
-        if let slot = mtr_shared_lock() { stored = Unmanaged<TimerEngine>.fromOpaque(slot).takeUnretainedValue() }
-        if let stored, !stored.isInherited {
-            mtr_shared_unlock(Unmanaged.passUnretained(stored).toOpaque())
-            return stored
-        }
-        let fresh = TimerEngine(orUnavailable: Self.sharedConfiguration)
-        mtr_shared_unlock(Unmanaged.passRetained(fresh).toOpaque())
-        // The slot's hold on the inherited engine, let go of unlocked: its end releases
-        // handlers, which may use the shared engine.
-        if let stored { Unmanaged.passUnretained(stored).release() }
-        return fresh
+        Self.sharedEngine
     }
 
     /// The configuration the engine was created with.
@@ -165,12 +149,21 @@ public final class TimerEngine: Sendable {
     /// Whether this is ``shared``, which `shutdown()` leaves running.
     let isShared: Bool
 
+    #if Engine
     // Freed only in deinit: every armed timer holds the engine, so nothing can race it.
     nonisolated(unsafe) let raw: OpaquePointer?
 
     /// The sets of this engine's ``ExpiringValue``s, one per shard and value type, in a
     /// table per shard.
     let expirySets: [LockedBox<[ObjectIdentifier: ExpirySetReference]>]
+    #else
+    /// What GCD fires for this engine (see TimerEngine+Dispatch.swift).
+    let armings: BackendArmings
+
+    /// Where handlers with no queue of their own run, one at a time, as on an engine's
+    /// firing thread.
+    let firingQueue: DispatchQueue
+    #endif
 
     /// Starts an engine and its firing thread.
     ///
@@ -181,59 +174,44 @@ public final class TimerEngine: Sendable {
     ///   per shard after the first).
     ///   The corresponding C function is `mtr_engine_create`.
     public init(configuration: Configuration = Configuration()) throws(TimerError) {
+        try configuration.validate()
         self.configuration = configuration
         self.isShared = false
+        #if Engine
         self.raw = try Self.start(configuration)
         self.expirySets = Self.expirySetTables(configuration)
+        #else
+        (self.firingQueue, self.armings) = Self.dispatchFiring(configuration)
+        #endif
     }
 
-    /// The shared engine: one that may fail to start, and that no one stops.
-    private init(orUnavailable configuration: Configuration) {
+    /// ``shared``: an engine that may fail to start (its timers then refuse to arm), and
+    /// that no one stops.
+    init(sharing configuration: Configuration) {
         self.configuration = configuration
         self.isShared = true
+        #if Engine
         self.raw = try? Self.start(configuration)
         self.expirySets = Self.expirySetTables(configuration)
+        #else
+        (self.firingQueue, self.armings) = Self.dispatchFiring(configuration)
+        #endif
     }
 
-    private static func start(_ configuration: Configuration) throws(TimerError) -> OpaquePointer? {
-        try configuration.validate()
-        var config = mtr_engine_config()
-        mtr_engine_config_init(&config)
-        config.on_fire = deliverFiring
-        config.on_release = releaseReceiver
-        config.spin_ns = configuration.spinWindow.saturatingNanoseconds
-        config.late_threshold_ns = configuration.lateThreshold.saturatingNanoseconds
-        config.realtime_priority = CInt(clamping: configuration.realtimePriority ?? 0)
-        config.cpu = CInt(clamping: configuration.cpu ?? -1)
-        config.shards = UInt32(clamping: configuration.shards)
-        var engine: OpaquePointer?
-        let code = (configuration.name ?? "").withCString { name in
-            config.name = configuration.name == nil ? nil : name
-            return mtr_engine_create(&config, &engine)
-        }
-        try coreCall("mtr_engine_create") { code }
-        return engine
-    }
-
-    /// Created before a fork, seen from the child: dead here. No generic call, as in
-    /// ``shared``, which asks it in a child.
-    var isInherited: Bool {
-        guard let raw = self.raw else { return false }
-        return mtr_engine_is_inherited(raw) != 0
-    }
-
+    #if Engine
     deinit {
         mtr_engine_destroy(self.raw)
     }
+    #endif
 
     /// Stops the engine: disarms every timer, waits for a running handler, releases every
     /// handler. A running ``SafeDispatchTimer`` on it is then cancelled; a suspended one
     /// stays suspended, and resuming it returns `false`. Timers scheduled on it afterwards
     /// return `false`; a sleep or a call that needs it throws ``TimerError/engineShutDown``.
-    /// Idempotent. From an inline handler of any engine it returns at once, and this
-    /// engine's firing thread finishes the teardown (after its own running handler, if it is
-    /// this engine's): a firing thread never waits for another, so engines whose handlers
-    /// shut each other down cannot deadlock.
+    /// Idempotent. From a handler of any engine it returns at once, and this engine's firing
+    /// thread finishes the teardown (after its own running handler, if it is this engine's):
+    /// a firing thread never waits for another, so engines whose handlers shut each other
+    /// down cannot deadlock.
     ///
     /// The task is suspended, not its thread blocked, while a running handler finishes.
     /// Synchronous code calls ``syncShutdown()``.
@@ -243,7 +221,7 @@ public final class TimerEngine: Sendable {
     ///
     /// The corresponding C function is `mtr_engine_stop`.
     public func shutdown() async {
-        guard !self.isShared, self.raw != nil else { return }
+        guard !self.isShared else { return }
         // The stop waits for a running handler: on a thread of its own, never the pool's.
         await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {
@@ -259,6 +237,7 @@ public final class TimerEngine: Sendable {
     /// The corresponding C function is `mtr_engine_stop`.
     @available(*, noasync, message: "Blocks the thread while a handler runs; use `await shutdown()`")
     public func syncShutdown() {
+        guard !self.isShared else { return }
         self.stop()
     }
 
@@ -267,83 +246,29 @@ public final class TimerEngine: Sendable {
     /// `await engine.shutdown()` to it.
     @available(*, unavailable, renamed: "syncShutdown()")
     public func shutdown() {
-        self.stop()
+        self.syncShutdown()
     }
 
-    private func stop() {
-        guard !self.isShared, let raw = self.raw else { return }
-        mtr_engine_stop(raw)
-    }
-
-    /// Whether the engine was shut down, so a timer whose arming the stop drops can tell it
-    /// from a cancel of its own. The flag is the core's, not an `Atomic` of ours: an
-    /// unoptimized deinit asks the Swift runtime for a generic stored property's type, under
-    /// locks a forked child may find held for good.
-    var hasStopped: Bool {
-        guard let raw = self.raw else { return false }
-        return mtr_engine_was_stopped(raw) != 0
-    }
-
-    /// The engine's counters now.
+    /// The engine's counters now. Without the engine (the `Engine` trait off) only
+    /// ``Counters/armed`` counts: GCD reports none of the others.
     public var counters: Counters {
-        var raw = mtr_counters()
-        if let engine = self.raw { _ = mtr_engine_get_counters(engine, &raw) }
-        return Counters(
-            wakeups: raw.wakeups,
-            fired: raw.fired,
-            late: raw.late,
-            missedPeriods: raw.missed_periods,
-            armed: raw.armed,
-            coalesced: raw.coalesced,
-            clockSteps: raw.clock_steps,
-            batched: raw.batched,
-            memoryBytes: raw.memory_bytes
-        )
+        self.readCounters()
     }
 
-    /// How the requested real-time priority and CPU affinity turned out.
+    /// How the requested real-time priority and CPU affinity turned out. Without the engine
+    /// (the `Engine` trait off) one that was asked for is refused with `ENOTSUP`.
     public var threadReport: ThreadReport {
-        var info = mtr_engine_info()
-        if let engine = self.raw { _ = mtr_engine_get_info(engine, &info) }
-        return ThreadReport(
-            realtimePriority: info.realtime_priority > 0 ? Int(info.realtime_priority) : nil,
-            realtimeRefusal: info.realtime_error != 0
-                ? TimerError(code: info.realtime_error, operation: "pthread_setschedparam") : nil,
-            cpu: info.cpu >= 0 ? Int(info.cpu) : nil,
-            cpuRefusal: info.cpu_error != 0
-                ? TimerError(code: info.cpu_error, operation: "pthread_setaffinity_np") : nil,
-            threadName: withUnsafeBytes(of: info.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        )
+        self.readThreadReport()
     }
 
     /// Makes the engine re-evaluate every timer on `clock`, as it does by itself after a
-    /// wall-clock step. Due timers fire; the rest stay armed.
+    /// wall-clock step. Due timers fire; the rest stay armed. Without the engine it does
+    /// nothing: GCD re-evaluates wall-clock deadlines itself.
     ///
     /// The corresponding C function is `mtr_engine_clock_changed`.
     public func clockChanged(_ clock: TimerClock) {
-        if let raw = self.raw { _ = mtr_engine_clock_changed(raw, clock.coreClock) }
+        self.reevaluate(clock)
     }
-    #else
-    /// The configuration the engine was created with.
-    public let configuration: Configuration
-
-    /// Whether this is ``shared``, which `shutdown()` leaves running.
-    let isShared: Bool
-
-    /// What GCD fires for this engine (see TimerEngine+Dispatch.swift).
-    let armings: BackendArmings
-
-    /// Where handlers with no queue of their own run, one at a time, as on an engine's
-    /// firing thread.
-    let firingQueue: DispatchQueue
-
-    init(checked configuration: Configuration, isShared: Bool = false) {
-        self.configuration = configuration
-        self.isShared = isShared
-        self.firingQueue = Self.makeFiringQueue(configuration)
-        self.armings = BackendArmings(DispatchBackend(fallbackQueue: self.firingQueue))
-    }
-    #endif
 
     /// How ``shared`` runs: one shard per CPU online (at most ``Configuration/maximumShards``),
     /// normal scheduling, no affinity, no spin window.

@@ -35,12 +35,6 @@ public struct EngineClock: Clock, Sendable {
     /// What arms each sleep's timer: an engine, GCD, or a test double.
     public let backend: SafeDispatchTimer.Backend
 
-    /// The engine whose firing thread ends each sleep; `nil` when ``backend`` is not an
-    /// engine.
-    public var engine: TimerEngine? {
-        self.backend.engine
-    }
-
     /// The clock that instants are read from and deadlines armed on.
     public let clock: TimerClock
 

@@ -89,11 +89,6 @@ public final class ExpiringValue<Value: Sendable>: @unchecked Sendable {
         SafeDispatchTimer.Backend(firing: self.set.firing)
     }
 
-    /// The engine the expiry timer runs on; `nil` when ``backend`` is not an engine.
-    public var engine: TimerEngine? {
-        self.backend.engine
-    }
-
     /// Stores `value` and starts its lifetime, with its expiry timer on `engine`.
     ///
     /// - Parameters:

@@ -102,11 +102,6 @@ public final class TimerScheduler: Sendable {
     /// What the timers run on.
     public let backend: SafeDispatchTimer.Backend
 
-    /// The engine the timers run on; `nil` when ``backend`` is not an engine.
-    public var engine: TimerEngine? {
-        self.backend.engine
-    }
-
     /// Every event from the first read of this property on, in the order decided.
     ///
     /// Opt-in: the stream is made when first read, and events decided before that are not

@@ -86,24 +86,12 @@ public struct TimerTicks: AsyncSequence, Sendable {
     /// What the timers are armed on.
     public let backend: SafeDispatchTimer.Backend
 
-    /// The engine the timers are armed on; `nil` when ``backend`` is not an engine.
-    public var engine: TimerEngine? {
-        self.backend.engine
-    }
-
     /// The period.
     public let interval: Duration
     /// How late each firing may be.
     public let leeway: Duration
     /// The clock the deadlines are measured on.
     public let clock: TimerClock
-
-    init(backend: SafeDispatchTimer.Backend, interval: Duration, leeway: Duration, clock: TimerClock) {
-        self.backend = backend
-        self.interval = interval
-        self.leeway = leeway
-        self.clock = clock
-    }
 
     /// Arms a new timer, first deadline ``interval`` from now, and returns its iterator.
     public func makeAsyncIterator() -> Iterator {
