@@ -10,7 +10,7 @@
  * finds nothing due and re-arms, which is cheaper than a syscall on every
  * cancel and reschedule.
  */
-#include "mtr_engine.h"
+#include "mtr_engine_state.h"
 
 #include <errno.h>
 #include <string.h>
