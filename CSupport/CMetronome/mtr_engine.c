@@ -275,7 +275,7 @@ mtr_engine_config_check(const mtr_engine_config *config,
 		bad = MTR_SETTING_CPU;
 	else if (config->spin_ns < 0 || config->spin_ns > MTR_SPIN_MAX_NS)
 		bad = MTR_SETTING_SPIN;
-	else if (config->late_threshold_ns < 0)
+	else if (config->late_threshold_ns <= 0)
 		bad = MTR_SETTING_LATE_THRESHOLD;
 	else if (config->shards > MTR_SHARDS_MAX)
 		bad = MTR_SETTING_SHARDS;
@@ -301,9 +301,6 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	}
 	engine->shard_count = count;
 	engine->config = *config;
-	if (engine->config.late_threshold_ns == 0)
-		engine->config.late_threshold_ns =
-		    MTR_DEFAULT_LATE_THRESHOLD_NS;
 	engine->holds = 2; /* the owner's and the firing thread's */
 	pthread_mutex_init(&engine->lock, NULL);
 	pthread_cond_init(&engine->thread_done, NULL);
