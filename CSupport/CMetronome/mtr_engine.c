@@ -15,6 +15,7 @@
  * mtr_fire.c's; an engine's end, mtr_teardown.c's.
  */
 #include "mtr_engine_state.h"
+#include "mtr_queue.h"
 
 #include <event2/event.h>
 #include <errno.h>

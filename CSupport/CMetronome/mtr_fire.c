@@ -11,6 +11,7 @@
  * timer operations arm.
  */
 #include "mtr_engine_state.h"
+#include "mtr_queue.h"
 
 #include <errno.h>
 #include <unistd.h>

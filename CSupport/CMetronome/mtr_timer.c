@@ -11,6 +11,7 @@
  * reused slot (mtr_shard.c).
  */
 #include "mtr_engine_state.h"
+#include "mtr_queue.h"
 
 #include <errno.h>
 
