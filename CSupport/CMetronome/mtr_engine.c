@@ -14,7 +14,8 @@
  * and destroy wakes the loop by expiring a timerfd. Each wake-up is
  * mtr_fire.c's; an engine's end, mtr_teardown.c's.
  */
-#include "mtr_engine.h"
+#include "mtr_engine_state.h"
+#include "mtr_queue.h"
 
 #include <event2/event.h>
 #include <errno.h>
@@ -38,9 +39,6 @@ mtr_engine_config_init(mtr_engine_config *config)
 	config->cpu = -1;
 	config->late_threshold_ns = MTR_DEFAULT_LATE_THRESHOLD_NS;
 }
-
-_Thread_local mtr_engine *mtr_firing_engine_;
-_Thread_local struct mtr_hold *mtr_holds_;
 
 static void mtr_engine_request_stop_locked_(mtr_engine *engine);
 
@@ -133,31 +131,6 @@ mtr_engine_thread_(void *arg)
 	}
 	pthread_cleanup_pop(1);
 	return NULL;
-}
-
-void
-mtr_engine_fault_(mtr_engine *engine, int error)
-{
-	int none = 0;
-	if (!atomic_compare_exchange_strong(&engine->fault, &none, error))
-		return;
-	/* The firing thread itself sees the fault when its pass returns.
-	 * Another thread wakes it through a timerfd that still works, and
-	 * cancels it only when none does (every descriptor gone): a last
-	 * resort, since a cancellation unwinds the thread out of epoll_wait,
-	 * which some tools (ThreadSanitizer) cannot follow. */
-	if (mtr_firing_engine_ == engine)
-		return;
-	for (uint32_t s = 0; s < engine->shard_count; s++) {
-		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-			struct itimerspec spec = { .it_value = { 0, 1 } };
-			int fd = engine->shards[s].clocks[c].fd;
-			if (fd >= 0 && timerfd_settime(fd, TFD_TIMER_ABSTIME,
-			    &spec, NULL) == 0)
-				return;
-		}
-	}
-	pthread_cancel(engine->thread);
 }
 
 /*
@@ -303,7 +276,7 @@ mtr_engine_config_check(const mtr_engine_config *config,
 		bad = MTR_SETTING_CPU;
 	else if (config->spin_ns < 0 || config->spin_ns > MTR_SPIN_MAX_NS)
 		bad = MTR_SETTING_SPIN;
-	else if (config->late_threshold_ns < 0)
+	else if (config->late_threshold_ns <= 0)
 		bad = MTR_SETTING_LATE_THRESHOLD;
 	else if (config->shards > MTR_SHARDS_MAX)
 		bad = MTR_SETTING_SHARDS;
@@ -329,14 +302,11 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	}
 	engine->shard_count = count;
 	engine->config = *config;
-	if (engine->config.late_threshold_ns == 0)
-		engine->config.late_threshold_ns =
-		    MTR_DEFAULT_LATE_THRESHOLD_NS;
 	engine->holds = 2; /* the owner's and the firing thread's */
 	pthread_mutex_init(&engine->lock, NULL);
 	pthread_cond_init(&engine->thread_done, NULL);
 	for (uint32_t s = 0; s < count; s++)
-		mtr_shard_init_(&engine->shards[s], engine, s);
+		mtr_shard_init_(&engine->shards[s], engine, s, count);
 	mtr_fork_register_(engine);
 
 	int rc = mtr_engine_open_base_(engine);

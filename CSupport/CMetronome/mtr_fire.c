@@ -10,7 +10,8 @@
  * timerfd is re-armed for the rest (mtr_queue.c), the same way down that
  * timer operations arm.
  */
-#include "mtr_engine.h"
+#include "mtr_engine_state.h"
+#include "mtr_queue.h"
 
 #include <errno.h>
 #include <unistd.h>

@@ -31,7 +31,7 @@
  * engine of its own. The slot is static storage: nothing is set up at run
  * time that a fork could catch half done.
  */
-#include "mtr_engine.h"
+#include "mtr_engine_state.h"
 
 static pthread_mutex_t mtr_shared_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void *mtr_shared_slot;
@@ -39,6 +39,7 @@ static pthread_mutex_t mtr_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mtr_engine *mtr_registry_head;
 static pthread_once_t mtr_handlers_once = PTHREAD_ONCE_INIT;
 uint32_t mtr_fork_count_;
+_Thread_local struct mtr_hold *mtr_holds_;
 
 static void
 mtr_fork_prepare_(void)

@@ -3,14 +3,16 @@
  * set) and its timerfd, kept at their earliest wake-up; and the arm order
  * its clocks share. Timer operations (mtr_timer.c) and the firing loop
  * (mtr_fire.c) both arm through here, and this file calls only downward:
- * into the timer set, the batch and the kernel.
+ * into the timer set, the batch, the kernel and, when a descriptor fails,
+ * the fault (mtr_fault.c).
  *
  * The timerfd moves only for a new earliest wake-up. A timer leaving the
  * top (cancelled, or moved later) leaves it where it is: the early wake-up
  * finds nothing due and re-arms, which is cheaper than a syscall on every
  * cancel and reschedule.
  */
-#include "mtr_engine.h"
+#include "mtr_queue.h"
+#include "mtr_engine_state.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
- * A shard: its lock, its timer slots (mtr_slots.c) and, per clock, its
- * timer set and timerfd kept at their earliest wake-up (mtr_queue.c); and
- * how a timer id names a shard and a slot.
+ * A shard: its lock, its life and timer slots (mtr_shard.c) and, per
+ * clock, its timer set and timerfd kept at their earliest wake-up
+ * (mtr_queue.h); and how a timer id names a shard and a slot.
  */
 #ifndef MTR_SHARD_H
 #define MTR_SHARD_H
@@ -82,7 +82,7 @@ mtr_timer_id_make_(const struct mtr_shard *shard, uint32_t slot,
 	return ((uint64_t)generation << 32) | shard->id_base | slot;
 }
 
-/* The timer @id names at @slot of its shard (mtr_slots.c), or NULL when the
+/* The timer @id names at @slot of its shard (mtr_shard.c), or NULL when the
  * id is stale or never existed. Inline: every timer operation starts here. */
 static inline struct mtr_timer *
 mtr_slots_lookup_locked_(struct mtr_shard *shard, uint32_t slot,
@@ -96,33 +96,20 @@ mtr_slots_lookup_locked_(struct mtr_shard *shard, uint32_t slot,
 	return timer->generation == generation ? timer : NULL;
 }
 
-/* A timer with leeway wakes the engine a quarter of its leeway, at most
- * this much, before its latest acceptable time: room for a slow wake-up
- * (hundreds of microseconds on a busy VM) while three quarters of every
- * window still serve coalescing. */
-#define MTR_WAKE_MARGIN_MAX_NS 1000000
+/* A shard's life, of @count in its engine. */
+void mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine,
+    uint32_t index, uint32_t count);
+/* The shard the calling thread creates its timers in. */
+struct mtr_shard *mtr_shard_home_(struct mtr_shard *shards, uint32_t count);
+void mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out);
+void mtr_shard_close_fds_(struct mtr_shard *shard);
+void mtr_shard_free_(struct mtr_shard *shard);
 
-/* mtr_queue.c: each clock's timer set and timerfd, and the arm order, of
- * one shard; for timer operations and the firing loop alike, with the
- * shard's lock held. */
-int mtr_queue_make_room_locked_(struct mtr_shard *shard,
-    const struct mtr_timer *timer, mtr_clock_id clock);
-int mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
-    mtr_clock_id clock, int64_t due_ns);
-void mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
-    mtr_clock_id clock, int64_t due_ns);
-void mtr_queue_remove_locked_(struct mtr_shard *shard,
-    struct mtr_timer *timer);
-void mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock);
-void mtr_queue_set_fd_locked_(struct mtr_clock_state *state,
-    int64_t target_ns);
-
-/* mtr_slots.c: a shard's timer array, with its lock held (but free). */
+/* A shard's timer array, with its lock held (but free). */
 int mtr_slots_take_locked_(struct mtr_shard *shard, void *context,
     mtr_timer_id *out_id);
 void mtr_slots_give_back_locked_(struct mtr_shard *shard, uint32_t index);
 void mtr_slots_age_locked_(struct mtr_shard *shard, uint32_t reuses);
 void mtr_slots_free_(struct mtr_shard *shard);
-size_t mtr_slots_bytes_(const struct mtr_shard *shard);
 
 #endif /* MTR_SHARD_H */

@@ -9,11 +9,10 @@
  * touch of the engine, after every unlock, and the one that takes the count
  * to 0 frees it, so nothing is read after it is freed.
  */
-#include "mtr_engine.h"
+#include "mtr_engine_state.h"
 
 #include <event2/event.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 /* Takes every timer out of every set at once, so that a cancel or destroy
  * racing the drop finds its timer in no set. */

@@ -8,16 +8,18 @@
  * callback can start: the only callback that may still run is one already
  * committed (and cancel_sync waits for that one). Ids carry the slot's
  * generation, so an id used after destroy is refused instead of touching a
- * reused slot (mtr_slots.c).
+ * reused slot (mtr_shard.c).
  */
-#include "mtr_engine.h"
+#include "mtr_engine_state.h"
+#include "mtr_queue.h"
 
 #include <errno.h>
 
 int
 mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 {
-	struct mtr_shard *shard = mtr_shard_home_(engine);
+	struct mtr_shard *shard = mtr_shard_home_(engine->shards,
+	    engine->shard_count);
 
 	mtr_lock_take_(&shard->lock);
 	int rc = shard->stopping ? ESHUTDOWN :

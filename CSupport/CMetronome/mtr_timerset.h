@@ -28,7 +28,7 @@
  * One timer: 48 bytes. A free slot reuses heap_slot as the free-list link;
  * generation is odd while the slot is allocated and even while free, so a
  * stale id never matches. A slot whose generation would wrap is retired
- * instead of reused (mtr_slots.c).
+ * instead of reused (mtr_shard.c).
  *
  * due_ns is the timer's key. A reschedule to a later key records it here
  * and leaves the heap entry where it is (mtr_queue.c): the entry's key then

@@ -18,28 +18,37 @@ extension CoreContractTests {
             return config
         }
 
-        /// A configuration that create must refuse, with the field that makes it wrong.
+        /// A configuration that create must refuse, with the field that makes it wrong and
+        /// the setting the check names for it.
         struct BadConfig: CustomTestStringConvertible, Sendable {
             let name: String
+            let setting: mtr_engine_setting
             let edit: @Sendable (inout mtr_engine_config) -> Void
             var testDescription: String { name }
         }
 
         static let badConfigs: [BadConfig] = [
-            BadConfig(name: "NULL on_fire") { $0.on_fire = nil },
-            BadConfig(name: "priority 100") { $0.realtime_priority = 100 },
-            BadConfig(name: "priority -1") { $0.realtime_priority = -1 },
-            BadConfig(name: "cpu 100000") { $0.cpu = 100_000 },
-            BadConfig(name: "cpu -2") { $0.cpu = -2 },
-            BadConfig(name: "negative spin") { $0.spin_ns = -1 },
-            BadConfig(name: "negative late threshold") { $0.late_threshold_ns = -1 },
-            BadConfig(name: "65 shards") { $0.shards = 65 },
-            BadConfig(name: "UInt32.max shards") { $0.shards = .max },
+            BadConfig(name: "NULL on_fire", setting: .MTR_SETTING_ON_FIRE) { $0.on_fire = nil },
+            BadConfig(name: "priority 100", setting: .MTR_SETTING_REALTIME_PRIORITY) { $0.realtime_priority = 100 },
+            BadConfig(name: "priority -1", setting: .MTR_SETTING_REALTIME_PRIORITY) { $0.realtime_priority = -1 },
+            BadConfig(name: "cpu 100000", setting: .MTR_SETTING_CPU) { $0.cpu = 100_000 },
+            BadConfig(name: "cpu -2", setting: .MTR_SETTING_CPU) { $0.cpu = -2 },
+            BadConfig(name: "negative spin", setting: .MTR_SETTING_SPIN) { $0.spin_ns = -1 },
+            // 0 is no default: mtr_engine_config_init sets one.
+            BadConfig(name: "zero late threshold", setting: .MTR_SETTING_LATE_THRESHOLD) { $0.late_threshold_ns = 0 },
+            BadConfig(name: "negative late threshold", setting: .MTR_SETTING_LATE_THRESHOLD) {
+                $0.late_threshold_ns = -1
+            },
+            BadConfig(name: "65 shards", setting: .MTR_SETTING_SHARDS) { $0.shards = 65 },
+            BadConfig(name: "UInt32.max shards", setting: .MTR_SETTING_SHARDS) { $0.shards = .max },
         ]
 
         @Test(arguments: badConfigs)
         func createRefusesABadConfig(_ bad: BadConfig) {
             var config = Self.config(bad.edit)
+            var setting = mtr_engine_setting.MTR_SETTING_NONE
+            #expect(mtr_engine_config_check(&config, &setting) == EINVAL)
+            #expect(setting == bad.setting)
             let sentinel = OpaquePointer(bitPattern: 0xDEAD)
             var engine: OpaquePointer? = sentinel
             #expect(mtr_engine_create(&config, &engine) == EINVAL)

@@ -275,7 +275,7 @@ final class Engine: @unchecked Sendable {
     var handle: OpaquePointer { ref.handle }
 
     init(
-        spinNs: Int64 = 0, realtimePriority: Int32 = 0, cpu: Int32 = -1, lateThresholdNs: Int64 = 0,
+        spinNs: Int64 = 0, realtimePriority: Int32 = 0, cpu: Int32 = -1, lateThresholdNs: Int64? = nil,
         shards: UInt32 = 1, expectedTimers: Int = 0
     ) throws {
         var config = mtr_engine_config()
@@ -292,7 +292,7 @@ final class Engine: @unchecked Sendable {
         config.spin_ns = spinNs
         config.realtime_priority = realtimePriority
         config.cpu = cpu
-        config.late_threshold_ns = lateThresholdNs
+        if let lateThresholdNs { config.late_threshold_ns = lateThresholdNs }
         config.shards = shards
         var handle: OpaquePointer?
         let rc = mtr_engine_create(&config, &handle)

@@ -132,8 +132,8 @@ typedef struct mtr_engine_config {
 	 * 0...MTR_SPIN_MAX_NS. A cancel, an earlier timer on any clock or
 	 * shard, or a stop ends a spin at once. */
 	int64_t spin_ns;
-	/* A firing later than its window by more than this counts as late;
-	 * 0 means the default of 1 ms. */
+	/* A firing later than its window by more than this counts as late.
+	 * Must be positive; mtr_engine_config_init() sets 1 ms. */
 	int64_t late_threshold_ns;
 	/* The firing thread's name (cut to 15 bytes), or NULL for
 	 * metronome-N; read during mtr_engine_create() only. */

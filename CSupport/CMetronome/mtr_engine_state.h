@@ -1,10 +1,12 @@
 /*
  * The engine's layout and what its files share: its start and stop
- * (mtr_engine.c), its firing path (mtr_fire.c), its end (mtr_teardown.c)
- * and its life across fork() (mtr_fork.c).
+ * (mtr_engine.c), its firing path (mtr_fire.c), its end (mtr_teardown.c),
+ * its life across fork() (mtr_fork.c) and its faults (mtr_fault.c). A
+ * header below all of them, so that each calls down and none up into
+ * mtr_engine.c.
  */
-#ifndef MTR_ENGINE_H
-#define MTR_ENGINE_H
+#ifndef MTR_ENGINE_STATE_H
+#define MTR_ENGINE_STATE_H
 
 #include "mtr_shard.h"
 
@@ -82,21 +84,14 @@ mtr_shard_of_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot)
 	return shard < engine->shard_count ? &engine->shards[shard] : NULL;
 }
 
-/* mtr_shards.c */
-void mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine,
-    uint32_t index);
-/* The shard the calling thread creates its timers in. */
-struct mtr_shard *mtr_shard_home_(mtr_engine *engine);
-void mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out);
-void mtr_shard_close_fds_(struct mtr_shard *shard);
-void mtr_shard_free_(struct mtr_shard *shard);
-
 /* mtr_fire.c: the firing thread's callback for a clock's timerfd. */
 void mtr_fire_on_timerfd_(int fd, short what, void *arg);
 
 /* mtr_teardown.c */
 void mtr_engine_drop_timers_(mtr_engine *engine);
 void mtr_engine_hold_(mtr_engine *engine);
+/* A holder lets go of @count holds; the last one frees the engine. */
+void mtr_engine_let_go_(mtr_engine *engine, uint32_t count);
 void mtr_engine_free_(mtr_engine *engine);
 
 /* Releases a context with the shard's lock dropped: a release may call the
@@ -129,18 +124,11 @@ mtr_shard_interrupt_spin_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 }
 
 /*
- * The engine whose firing thread the calling thread is, or NULL; set by the
- * firing thread as it starts. A forked child's copy of a firing thread
- * keeps it. Thread-local rather than a pthread_t compared: glibc hands a
- * dead thread's pthread_t to the next thread it creates.
- */
-extern _Thread_local mtr_engine *mtr_firing_engine_;
-
-/*
- * The holds the calling thread has on engines outside the firing loop,
- * innermost first: a stop or destroy in progress, which may run release
- * callbacks, and so a fork (mtr_fork.c counts them for the child). @count
- * is what the holder lets go of: its own hold, and for destroy the owner's.
+ * mtr_fork.c: the holds the calling thread has on engines outside the
+ * firing loop, innermost first: a stop or destroy in progress, which may
+ * run release callbacks, and so a fork (mtr_fork.c counts them for the
+ * child). @count is what the holder lets go of: its own hold, and for
+ * destroy the owner's.
  */
 struct mtr_hold {
 	mtr_engine *engine;
@@ -150,19 +138,24 @@ struct mtr_hold {
 
 extern _Thread_local struct mtr_hold *mtr_holds_;
 
-/* A holder lets go of @count holds; the last one frees the engine. */
-void mtr_engine_let_go_(mtr_engine *engine, uint32_t count);
-
-/* Records @error, a descriptor failing under the engine, and has the
- * firing thread stop it, whatever descriptors are left; the first error
- * is the one kept. Called by the firing thread, or with a shard lock held
- * while that shard is not stopping, or by the first stop request under
- * the engine lock: the firing thread has not exited (mtr_engine.c). */
-void mtr_engine_fault_(mtr_engine *engine, int error);
-
 /* mtr_fork.c: the registry that fork() handlers walk (and the shared
  * slot, whose lock they hold). */
 void mtr_fork_register_(mtr_engine *engine);
 void mtr_fork_unregister_(mtr_engine *engine);
 
-#endif /* MTR_ENGINE_H */
+/*
+ * mtr_fault.c: the engine whose firing thread the calling thread is, or
+ * NULL; set by the firing thread as it starts. A forked child's copy of a
+ * firing thread keeps it. Thread-local rather than a pthread_t compared:
+ * glibc hands a dead thread's pthread_t to the next thread it creates.
+ */
+extern _Thread_local mtr_engine *mtr_firing_engine_;
+
+/* mtr_fault.c: records @error, a descriptor failing under the engine, and
+ * has the firing thread stop it, whatever descriptors are left; the first
+ * error is the one kept. Called by the firing thread, or with a shard lock
+ * held while that shard is not stopping, or by the first stop request
+ * under the engine lock: the firing thread has not exited (mtr_engine.c). */
+void mtr_engine_fault_(mtr_engine *engine, int error);
+
+#endif /* MTR_ENGINE_STATE_H */
