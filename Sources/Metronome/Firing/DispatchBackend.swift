@@ -31,7 +31,7 @@ struct DispatchBackend: TimerBackend {
                 deadline: DispatchTime(uptimeNanoseconds: UInt64(deadline)), repeating: repeating, leeway: leeway)
         case .boottime:
             // GCD offers no boottime deadline: convert once, at arming.
-            let delta = deadline.addingSaturating(-clock.now().nanoseconds)
+            let delta = deadline.addingSaturating(-clock.nanosecondsNow)
             source.schedule(deadline: .now() + .nanoseconds(Int(delta)), repeating: repeating, leeway: leeway)
         case .wall:
             // dispatch_walltime reads 0 and 1 ns as DISPATCH_TIME_FOREVER.
@@ -46,7 +46,7 @@ struct DispatchBackend: TimerBackend {
         // threads, and ThreadSanitizer sees no order between them: a lock says it.
         let ticks = LockedBox(DispatchTickCounter(schedule: schedule))
         source.setEventHandler {
-            let now = clock.now().nanoseconds
+            let now = clock.nanosecondsNow
             if let tick = ticks.withLockedValue({ $0.next(firedNanoseconds: now) }) { fire(tick) }
         }
         source.activate()

@@ -35,7 +35,7 @@ public protocol TimerBackend: Sendable {
 extension TimerBackend {
     /// The real clock: what every backend but a test double measures.
     public func now(_ clock: TimerClock) -> Int64 {
-        clock.now().nanoseconds
+        clock.nanosecondsNow
     }
 }
 

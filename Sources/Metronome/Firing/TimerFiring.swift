@@ -31,7 +31,7 @@ protocol TimerFiring: AnyObject, Sendable {
 
 extension TimerFiring {
     func now(_ clock: TimerClock) -> Int64 {
-        clock.now().nanoseconds
+        clock.nanosecondsNow
     }
 
     var hasStopped: Bool { false }

@@ -16,10 +16,15 @@ public enum TimerClock: Sendable, Hashable, CaseIterable {
 
     /// The current time on this clock.
     public func now() -> TimerInstant {
+        TimerInstant(nanoseconds: self.nanosecondsNow, clock: self)
+    }
+
+    /// The current time on this clock, in nanoseconds since its epoch.
+    var nanosecondsNow: Int64 {
         var time = timespec()
         // Cannot fail: every case maps to a clock the system has.
         _ = clock_gettime(self.posixClock, &time)
-        return TimerInstant(nanoseconds: Int64(time.tv_sec) * nanosecondsPerSecond + Int64(time.tv_nsec), clock: self)
+        return Int64(time.tv_sec) * nanosecondsPerSecond + Int64(time.tv_nsec)
     }
 
     /// The clock's place in the order of instants with equal nanoseconds.

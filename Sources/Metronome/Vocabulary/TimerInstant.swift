@@ -65,39 +65,3 @@ extension TimerInstant {
             nanoseconds: SuspendingClock().systemEpoch.duration(to: instant).saturatingNanoseconds, clock: .monotonic)
     }
 }
-
-extension Int64 {
-    package func addingSaturating(_ other: Int64) -> Int64 {
-        let (sum, overflow) = self.addingReportingOverflow(other)
-        return overflow ? (other > 0 ? .max : .min) : sum
-    }
-}
-
-extension Duration {
-    /// This duration in whole nanoseconds (rounded toward zero), in 128 bits, which hold
-    /// any `Duration`'s. Every schedule and reschedule given a `Duration` converts it
-    /// here, so it divides `attoseconds` once (`components` divides by 10^18 first), and
-    /// in 64 bits when they fit: under 9.2 s, as most leeways are, the division is a
-    /// multiplication, while a 128-bit one is a library call.
-    package var wholeNanoseconds: Int128 {
-        let attoseconds = self.attoseconds
-        if let short = Int64(exactly: attoseconds) { return Int128(short / attosecondsPerNanosecond) }
-        return attoseconds / Int128(attosecondsPerNanosecond)
-    }
-
-    /// This duration in whole nanoseconds, or `nil` when that does not fit in `Int64`.
-    package var representableNanoseconds: Int64? {
-        Int64(exactly: self.wholeNanoseconds)
-    }
-
-    /// This duration in whole nanoseconds, clamped to `Int64`'s range.
-    package var saturatingNanoseconds: Int64 {
-        self.representableNanoseconds ?? (self > .zero ? .max : .min)
-    }
-}
-
-/// Nanoseconds in a second: deadlines are `Int64` nanoseconds.
-let nanosecondsPerSecond: Int64 = 1_000_000_000
-
-/// Attoseconds in a nanosecond: `Duration`'s unit.
-let attosecondsPerNanosecond: Int64 = 1_000_000_000
