@@ -12,7 +12,8 @@ src="$(cd "$(dirname "$0")/.." && pwd)/Sources/Metronome"
 layers=(Vocabulary Firing Engine Timer Patterns)
 # Crossings not yet removed, each `file:Type`; one that no longer occurs fails, so the list
 # only shrinks. The seam still takes the timer's core as its receiver: the engine's C
-# callbacks turn a context pointer back into that one class without a dynamic cast.
+# callbacks turn a context pointer back into that one class without a dynamic cast, which
+# cost about a third of the Swift layer's firing rate when a protocol was tried.
 crossings=(
 	"Firing/TimerFiring.swift:TimerCore"
 	"Firing/BackendArmings.swift:TimerCore"

@@ -30,12 +30,14 @@ package struct LockedBox<Value>: @unchecked Sendable {
 /// lock share the one object a firing reaches.
 class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
     static func make(_ value: Value) -> Self {
-        let buffer = Self.create(minimumCapacity: 1) { _ in value }
+        // `self`, the metatype it is called on, not `Self`: optimized, `Self.create` here
+        // allocates the base class, and a subclass's instance would not be one.
+        let buffer = self.create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
             pthread_mutex_init(mutex, nil)
         }
-        // `create` makes an instance of the class it is called on, typed as the base class.
+        // `create` returns the instance typed as the base class.
         return unsafeDowncast(buffer, to: Self.self)
     }
 
