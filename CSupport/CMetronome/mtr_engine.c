@@ -66,9 +66,10 @@ mtr_engine_on_timerfd_(int fd, short what, void *arg)
 
 /*
  * The firing thread's end, whether it left its loop or was cancelled in it
- * (a fault, see mtr_engine_thread_): the stop, then the drop of what is left, under the
- * creating thread's mask (a release may start a process). A stop that a
- * callback asked for, or a fault, has nobody joining: the thread detaches.
+ * (a fault, see mtr_engine_thread_): the stop, then the drop of what is
+ * left, under the creating thread's mask (a release may start a process).
+ * A stop that a callback asked for, or a fault, has nobody joining: the
+ * thread detaches.
  */
 static void
 mtr_engine_thread_end_(void *arg)

@@ -202,7 +202,8 @@ mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
 {
 	struct mtr_timer *timer = &shard->timers[index];
 	int rc = mtr_timerset_push_locked_(&shard->clocks[clock].set,
-	    shard->timers, index, due_ns, mtr_queue_next_order_locked_(shard, clock),
+	    shard->timers, index, due_ns,
+	    mtr_queue_next_order_locked_(shard, clock),
 	    mtr_batch_lent_(&shard->batch, clock));
 	if (rc != 0)
 		return rc;

@@ -43,9 +43,9 @@ mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index,
 
 /*
  * The one of @count @shards that a thread creates its timers in: threads
- * take tickets in turn on their first create, so distinct threads spread evenly over the shards
- * whatever CPUs they run on (a CPU number would send two threads that
- * started on one CPU to one shard).
+ * take tickets in turn on their first create, so distinct threads spread
+ * evenly over the shards whatever CPUs they run on (a CPU number would
+ * send two threads that started on one CPU to one shard).
  */
 struct mtr_shard *
 mtr_shard_home_(struct mtr_shard *shards, uint32_t count)
