@@ -13,6 +13,19 @@
  * producer that makes a new earliest deadline calls timerfd_settime itself,
  * and destroy wakes the loop by expiring a timerfd. Each wake-up is
  * mtr_fire.c's; an engine's end, mtr_teardown.c's.
+ *
+ * A fault (a descriptor closed or replaced under the engine, mtr_fault.c)
+ * is a flag that the firing thread reads between passes and before every
+ * callback. What brings the thread to it when no timerfd of the engine can
+ * wake it any more is the watch: a libevent timeout, once a second, in
+ * which the thread checks that every timerfd is still its own
+ * (mtr_timerfd_ours_). So one idle wake-up a second is what it costs that
+ * a stop of an engine whose descriptors were all swept away returns, and
+ * that arms on such an engine stop succeeding within a second; the
+ * firing-thread fault tests (CoreFaultStopTests) hang without it. Nothing
+ * else wakes or interrupts the thread: a cancellation would unwind it out
+ * of epoll_wait, and glibc loads a library for that on first use, which
+ * aborts the process when no descriptor is left to load it with.
  */
 #include "mtr_engine_state.h"
 #include "mtr_queue.h"
@@ -31,6 +44,8 @@
 #define MTR_DEFAULT_LATE_THRESHOLD_NS 1000000
 /* An event base on epoll opens an epoll instance and a signal pipe. */
 #define MTR_BASE_DESCRIPTORS 3
+/* How often the firing thread checks its descriptors (the watch). */
+#define MTR_WATCH_S 1
 
 void
 mtr_engine_config_init(mtr_engine_config *config)
@@ -57,26 +72,40 @@ mtr_engine_on_timerfd_(int fd, short what, void *arg)
 	sigset_t all;
 
 	sigfillset(&all);
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
 	mtr_fire_on_timerfd_(fd, what, arg);
 	pthread_sigmask(SIG_SETMASK, &all, NULL);
-	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 }
 
-/*
- * The firing thread's end, whether it left its loop or was cancelled in it
- * (a fault, see mtr_engine_thread_): the stop, then the drop of what is
- * left, under the creating thread's mask (a release may start a process).
- * A stop that a callback asked for, or a fault, has nobody joining: the
- * thread detaches.
- */
+/* The watch: a timerfd that is no longer the engine's is the fault. */
 static void
-mtr_engine_thread_end_(void *arg)
+mtr_engine_watch_(int fd, short what, void *arg)
 {
 	mtr_engine *engine = arg;
 
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	(void)fd;
+	(void)what;
+	if (engine->inherited)
+		return;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+			int error = mtr_timerfd_ours_(
+			    &engine->shards[s].clocks[c]);
+			if (error != 0)
+				mtr_engine_fault_(engine, error);
+		}
+	}
+}
+
+/*
+ * The firing thread's end: the stop, then the drop of what is left, under
+ * the creating thread's mask (a release may start a process). A stop that
+ * a callback asked for, or a fault, has nobody joining: the thread
+ * detaches.
+ */
+static void
+mtr_engine_thread_end_(mtr_engine *engine)
+{
 	pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
 	pthread_mutex_lock(&engine->lock);
 	mtr_engine_request_stop_locked_(engine);
@@ -99,19 +128,6 @@ mtr_engine_thread_end_(void *arg)
  * The firing thread: the loop until a stop or a fault, then its end. In a
  * forked child its copy, back from the callback that forked, leaves the
  * loop at once: the child's engines are stopped from the fork on.
- *
- * How a fault wakes a firing thread that no descriptor can wake: when every
- * timerfd is closed under the engine (a closefrom() sweep, say), the thread
- * sleeps in epoll_wait on an interest set the kernel has emptied, and
- * closing the epoll instance would not wake it either. Cancellation does:
- * glibc never lets its signal be blocked, and epoll_wait is a cancellation
- * point. It is deferred and enabled only while the thread waits in the
- * loop, so it never lands in a callback, in the firing pass or in libevent's
- * bookkeeping; a cancel asked for meanwhile is seen as the fault it stands
- * for when the pass returns. A thread cancelled ends as one that left its
- * loop does (mtr_engine_thread_end_, its cleanup handler). The alternative,
- * a join that gives up on a thread that cannot wake, would keep that
- * thread, and the engine it holds, for good.
  */
 static void *
 mtr_engine_thread_(void *arg)
@@ -120,17 +136,13 @@ mtr_engine_thread_(void *arg)
 
 	mtr_firing_engine_ = engine;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	pthread_cleanup_push(mtr_engine_thread_end_, engine);
 	while (!atomic_load_explicit(&engine->stopping, memory_order_acquire) &&
 	    !atomic_load_explicit(&engine->fault, memory_order_acquire)) {
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		int rc = event_base_loop(engine->base, EVLOOP_ONCE);
-		int error = errno;
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-		if (rc < 0)
-			mtr_engine_fault_(engine, error != 0 ? error : EIO);
+		errno = 0;
+		if (event_base_loop(engine->base, EVLOOP_ONCE) < 0)
+			mtr_engine_fault_(engine, errno != 0 ? errno : EIO);
 	}
-	pthread_cleanup_pop(1);
+	mtr_engine_thread_end_(engine);
 	return NULL;
 }
 
@@ -163,13 +175,9 @@ mtr_engine_open_base_(mtr_engine *engine)
 	/* The timerfds first: they fail cleanly when descriptors run out. */
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-			struct mtr_clock_state *state =
-			    &engine->shards[s].clocks[c];
-			state->fd = timerfd_create(
-			    mtr_clock_posix_((mtr_clock_id)c),
-			    TFD_NONBLOCK | TFD_CLOEXEC);
-			if (state->fd < 0)
-				return errno;
+			rc = mtr_timerfd_open_(&engine->shards[s].clocks[c]);
+			if (rc != 0)
+				return rc;
 		}
 	}
 
@@ -209,6 +217,11 @@ mtr_engine_open_base_(mtr_engine *engine)
 				return ENOMEM;
 		}
 	}
+	struct timeval every = { .tv_sec = MTR_WATCH_S };
+	engine->watch = event_new(engine->base, -1, EV_PERSIST,
+	    mtr_engine_watch_, engine);
+	if (engine->watch == NULL || event_add(engine->watch, &every) != 0)
+		return ENOMEM;
 	return 0;
 }
 
@@ -354,7 +367,8 @@ mtr_engine_request_stop_locked_(mtr_engine *engine)
 	atomic_store_explicit(&engine->stopping, true, memory_order_release);
 	/* An expired timerfd stays readable, so this wake-up is never lost
 	 * whatever the loop is doing; moving it ends a spin. Should the
-	 * timerfd be gone, the fault wakes the thread (mtr_engine_fault_). */
+	 * timerfd be gone, that is a fault, which the watch brings the
+	 * thread to. */
 	struct mtr_shard *first = &engine->shards[0];
 	mtr_lock_take_(&first->lock);
 	mtr_queue_set_fd_locked_(&first->clocks[MTR_CLOCK_MONOTONIC], 1);
@@ -392,12 +406,19 @@ mtr_engine_join_locked_(mtr_engine *engine)
  * inside the callback that forked, which finishes the stop itself), so the
  * caller drops the timers. Its hold is on mtr_holds_ meanwhile: a release
  * it runs may fork.
+ *
+ * Not a cancellation point: a thread cancelled while it waits here for the
+ * join would die holding the engine's lock, or its hold, and leave the
+ * firing thread unjoined. The cancellation acts at the caller's next
+ * cancellation point after the call.
  */
 static int
 mtr_engine_shut_(mtr_engine *engine, bool destroy)
 {
 	struct mtr_hold hold = {
 		.engine = engine, .count = destroy ? 2 : 1, .next = mtr_holds_ };
+	int cancel_state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	mtr_engine_hold_(engine);
 	mtr_holds_ = &hold;
 	pthread_mutex_lock(&engine->lock);
@@ -411,6 +432,7 @@ mtr_engine_shut_(mtr_engine *engine, bool destroy)
 		mtr_engine_drop_timers_(engine);
 	mtr_holds_ = hold.next;
 	mtr_engine_let_go_(engine, hold.count);
+	pthread_setcancelstate(cancel_state, NULL);
 	return gone ? 0 : EINPROGRESS;
 }
 

@@ -32,6 +32,7 @@ struct mtr_engine {
 	struct mtr_shard *shards;
 	uint32_t shard_count;
 	struct event_base *base;
+	struct event *watch;  /* the firing thread's check of its descriptors */
 	pthread_t thread;
 
 	mtr_engine_config config;
@@ -151,11 +152,10 @@ void mtr_fork_unregister_(mtr_engine *engine);
  */
 extern _Thread_local mtr_engine *mtr_firing_engine_;
 
-/* mtr_fault.c: records @error, a descriptor failing under the engine, and
- * has the firing thread stop it, whatever descriptors are left; the first
- * error is the one kept. Called by the firing thread, or with a shard lock
- * held while that shard is not stopping, or by the first stop request
- * under the engine lock: the firing thread has not exited (mtr_engine.c). */
+/* mtr_fault.c: records @error, a descriptor failing under the engine or no
+ * longer its own; the first error is the one kept. From then on no
+ * callback starts, every call that would arm answers ESHUTDOWN, and the
+ * firing thread stops the engine when it next wakes (mtr_engine.c). */
 void mtr_engine_fault_(mtr_engine *engine, int error);
 
 #endif /* MTR_ENGINE_STATE_H */

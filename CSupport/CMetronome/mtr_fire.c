@@ -2,13 +2,15 @@
  * The firing path: one wake-up of the firing thread, from its timerfd's
  * event to the callback of each timer due.
  *
- * A wake-up fires, in key order, every timer whose window has opened: from
- * the heap top one at a time, or from a batch when a burst is due
- * (mtr_batch.c). Each callback runs with the shard unlocked, named in
- * shard->running meanwhile; the decision to run it is taken under the
- * lock, which is the cancel guarantee's other half (mtr_timer.c). Then the
- * timerfd is re-armed for the rest (mtr_queue.c), the same way down that
- * timer operations arm.
+ * A wake-up fires, in key order, every timer whose window has opened: it
+ * takes them out of the heap into the shard's run list under the lock and
+ * fires them from there, taking again when the list is done (mtr_run.c).
+ * Each callback runs with the shard unlocked, named in shard->running
+ * meanwhile; the decision to run it is taken under the lock, which is the
+ * cancel guarantee's other half (mtr_timer.c): an entry whose timer was
+ * cancelled or moved since the take is skipped. Then the timerfd is
+ * re-armed for the rest (mtr_queue.c), the same way down that timer
+ * operations arm.
  */
 #include "mtr_engine_state.h"
 #include "mtr_queue.h"
@@ -95,9 +97,13 @@ mtr_shard_spin_until_locked_(struct mtr_shard *shard,
 	return reached;
 }
 
-/* Computes the tick of @entry, already out of the set; a repeating timer
+/*
+ * Computes the tick of @entry, already out of the set; a repeating timer
  * goes back in at its next deadline before its callback runs, so the
- * callback can cancel or re-arm it like any other thread. */
+ * callback can cancel or re-arm it like any other thread. A firing late by
+ * a period or more covers the deadlines it passed as the timer's missed
+ * policy says (mtr_missed_policy).
+ */
 static void
 mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
     struct mtr_heap_entry entry, int64_t now_ns, mtr_tick *tick)
@@ -105,12 +111,13 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 	uint32_t index = entry.timer;
 	int64_t due_ns = entry.due_ns;
 	struct mtr_timer *timer = &shard->timers[index];
+	int64_t leeway_ns = due_ns - timer->deadline_ns;
+	int64_t threshold_ns = shard->engine->config.late_threshold_ns;
+	bool late = now_ns - due_ns > threshold_ns;
 	int64_t missed = 0;
 
-	/* A firing stands for the latest deadline that has passed and
-	 * reports the earlier ones it covers as missed: firing for an earlier
-	 * one would leave the passed ones due, to fire back to back. */
-	if (timer->period_ns > 0 && now_ns > timer->deadline_ns)
+	if (timer->period_ns > 0 && now_ns > timer->deadline_ns &&
+	    timer->missed_policy == MTR_MISSED_SKIP)
 		missed = (now_ns - timer->deadline_ns) / timer->period_ns;
 	tick->scheduled_ns = timer->deadline_ns + missed * timer->period_ns;
 	tick->fired_ns = now_ns;
@@ -120,50 +127,53 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 	tick->clock = clock;
 
 	int64_t next_ns;
-	int64_t leeway_ns = due_ns - timer->deadline_ns;
-	if (timer->period_ns > 0 && !__builtin_add_overflow(tick->scheduled_ns,
+	int64_t from_ns = timer->missed_policy == MTR_MISSED_DELAY && late ?
+	    now_ns : tick->scheduled_ns;
+	timer->order = MTR_ORDER_NONE;
+	if (timer->period_ns > 0 && !__builtin_add_overflow(from_ns,
 	    timer->period_ns, &next_ns) && next_ns <= INT64_MAX - leeway_ns) {
 		timer->deadline_ns = next_ns;
 		timer->sequence = tick->sequence + 1;
-		/* Cannot fail: the heap kept the room the entry left, whether
-		 * it was popped (an erase shrinks to twice what is left) or
-		 * taken into the batch (mtr_batch_lent_). */
-		(void)mtr_queue_add_locked_(shard, index, clock,
-		    next_ns + leeway_ns);
+		/* The heap kept the room this entry left (mtr_run_kept_). */
+		mtr_queue_add_locked_(shard, index, clock, next_ns + leeway_ns);
 	}
 
 	shard->counters.fired++;
 	shard->counters.missed_periods += tick->missed;
 	/* Late is measured from the earliest deadline this firing covers. */
-	if (now_ns - due_ns > shard->engine->config.late_threshold_ns)
+	if (late)
 		shard->counters.late++;
 }
 
 /*
- * Takes out the next timer to fire now, in key order, from the heap or the
- * batch (mtr_batch_pick_locked_). Returns false when nothing more of the
- * pass is due; the engine may have unlocked to spin.
+ * The pass's next entry to fire, in key order, off the run list, which is
+ * taken anew when done; false when nothing more of the pass is due, or the
+ * engine is stopping or faulted. The engine may have unlocked to spin for
+ * a top whose window is about to open.
  */
 static bool
 mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
-    uint64_t pass_order, struct mtr_heap_entry *out, int64_t *now_ns)
+    uint64_t pass_order, struct mtr_heap_entry *out)
 {
-	while (!shard->stopping) {
-		int64_t deadline_ns;
-		*now_ns = mtr_clock_read_(state->set.clock);
-		switch (mtr_batch_pick_locked_(&shard->batch, &state->set,
-		    shard->timers, pass_order, *now_ns, out, &deadline_ns)) {
-		case MTR_PICK_NONE:
-			return false;
-		case MTR_PICK_BATCH:
-			shard->counters.batched++;
+	mtr_engine *engine = shard->engine;
+
+	while (!shard->stopping && atomic_load(&engine->fault) == 0) {
+		const struct mtr_heap_entry *entry =
+		    mtr_run_next_locked_(&shard->run, shard->timers);
+		if (entry != NULL) {
+			*out = *entry;
 			return true;
-		case MTR_PICK_HEAP:
-			return true;
-		case MTR_PICK_WAIT:
-			break;
 		}
-		if (deadline_ns - *now_ns > shard->engine->config.spin_ns)
+		int64_t now_ns = mtr_clock_read_(state->set.clock);
+		if (mtr_run_take_locked_(&shard->run, &state->set,
+		    shard->timers, now_ns, pass_order) > 0)
+			continue;
+		const struct mtr_heap_entry *top = mtr_timerset_top_locked_(
+		    &state->set, shard->timers);
+		if (top == NULL || top->order >= pass_order)
+			return false;
+		int64_t deadline_ns = shard->timers[top->timer].deadline_ns;
+		if (deadline_ns - now_ns > engine->config.spin_ns)
 			return false;
 		/* Cut short, the pass ends: the re-arm brings the thread back
 		 * once it has served what cut it. Reached, the set may still
@@ -177,31 +187,34 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 /*
  * One wake-up, in one shard: fire, in key order, every timer whose window
  * has opened, then re-arm the timerfd for the rest. @fired counts the
- * wake-up's firings over every shard. Each callback runs unlocked;
- * shard->running names it meanwhile so that cancel_sync can wait for it and
- * destroy can hand its context release to this thread.
+ * wake-up's firings over every shard. Each callback runs unlocked, and
+ * only while the engine has no fault (a call may have reported it since
+ * the take); shard->running names it meanwhile so that cancel_sync can
+ * wait for it and destroy can hand its context release to this thread.
  */
 static void
 mtr_shard_fire_due_locked_(struct mtr_shard *shard,
     struct mtr_clock_state *state, uint64_t *fired)
 {
+	mtr_engine *engine = shard->engine;
 	mtr_clock_id clock = state->set.clock;
 	uint64_t pass_order = shard->next_order;
 	struct mtr_heap_entry entry;
-	int64_t now_ns;
 
 	state->firing = true;
-	while (mtr_shard_next_locked_(shard, state, pass_order, &entry,
-	    &now_ns)) {
+	while (mtr_shard_next_locked_(shard, state, pass_order, &entry)) {
 		mtr_tick tick;
-		mtr_shard_commit_locked_(shard, clock, entry, now_ns, &tick);
+		mtr_shard_commit_locked_(shard, clock, entry,
+		    mtr_clock_read_(clock), &tick);
 		if ((*fired)++ > 0)
 			shard->counters.coalesced++;
+		shard->counters.batched += shard->run.bulk;
 		void *context = shard->timers[entry.timer].context;
 		shard->running = tick.timer;
 
 		mtr_lock_give_(&shard->lock);
-		shard->engine->config.on_fire(context, &tick);
+		if (atomic_load(&engine->fault) == 0)
+			engine->config.on_fire(context, &tick);
 		mtr_lock_take_(&shard->lock);
 
 		shard->running = 0;
@@ -222,13 +235,19 @@ mtr_shard_fire_due_locked_(struct mtr_shard *shard,
 			mtr_shard_release_locked_(shard, context);
 		}
 	}
+	mtr_run_end_(&shard->run);
 	state->firing = false;
-	/* A batch that is over gives back the room its entries kept. */
-	mtr_timerset_shrink_locked_(&state->set,
-	    mtr_batch_lent_(&shard->batch, clock));
+	mtr_timerset_shrink_locked_(&state->set, 0);
 	mtr_queue_rearm_locked_(shard, clock);
 }
 
+/*
+ * A wake-up of the firing thread by one of its timerfds. The timerfd is
+ * checked as still the engine's before it is read, and again before the
+ * thread sleeps: a sweep that closed the engine's descriptors during the
+ * pass is so noticed before the thread waits on an epoll instance whose
+ * number may be another's by then.
+ */
 void
 mtr_fire_on_timerfd_(int fd, short what, void *arg)
 {
@@ -249,6 +268,10 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 	 * next timerfd_settime resets their count. The wall clock's read is
 	 * how the kernel reports a clock step. */
 	if (state->set.clock == MTR_CLOCK_REALTIME) {
+		if ((error = mtr_timerfd_ours_(state)) != 0) {
+			mtr_engine_fault_(engine, error);
+			return;
+		}
 		do {
 			n = read(fd, &expirations, sizeof(expirations));
 		} while (n < 0 && errno == EINTR);
@@ -303,4 +326,6 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 		    &other->clocks[state->set.clock], &fired);
 		mtr_lock_give_(&other->lock);
 	}
+	if ((error = mtr_timerfd_ours_(state)) != 0)
+		mtr_engine_fault_(engine, error);
 }

@@ -3,8 +3,8 @@
  * set) and its timerfd, kept at their earliest wake-up; and the arm order
  * its clocks share. Timer operations (mtr_timer.c) and the firing loop
  * (mtr_fire.c) both arm through here, and this file calls only downward:
- * into the timer set, the batch, the kernel and, when a descriptor fails,
- * the fault (mtr_fault.c).
+ * into the timer set, the run list, the kernel and, when a descriptor
+ * fails, the fault (mtr_fault.c).
  *
  * The timerfd moves only for a new earliest wake-up. A timer leaving the
  * top (cancelled, or moved later) leaves it where it is: the early wake-up
@@ -19,15 +19,16 @@
 #include <sys/timerfd.h>
 
 /* Moves a clock's timerfd to @target_ns (absolute), or disarms it for
- * INT64_MAX. A wall-clock step is no failure: after one, the kernel arms
- * the timerfd and reports the step to the first settime with ECANCELED,
- * where the firing thread's read would have seen it, so it is counted here
- * and the timerfd expired at once, and the firing thread re-evaluates every
- * wall timer as after a step it saw itself. Any other failure is a
- * descriptor closed or replaced under the engine (our arguments are always
- * valid): the engine stops and reports it (mtr_engine_fault_). In a forked
- * child the timerfd is the parent's, so nothing is done. A spin ends: the
- * new wake-up may come before the spun-for deadline. */
+ * INT64_MAX, once it has checked that the descriptor is still the engine's
+ * own (mtr_timerfd_ours_): a number the engine no longer owns is never
+ * armed, and is the fault it stands for. A wall-clock step is no failure:
+ * after one, the kernel arms the timerfd and reports the step to the first
+ * settime with ECANCELED, where the firing thread's read would have seen
+ * it, so it is counted here and the timerfd expired at once, and the
+ * firing thread re-evaluates every wall timer as after a step it saw
+ * itself. In a forked child the timerfd is the parent's, so nothing is
+ * done. A spin ends: the new wake-up may come before the spun-for
+ * deadline. */
 void
 mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 {
@@ -37,8 +38,13 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 
 	if (engine->inherited)
 		return;
-
+	int error = mtr_timerfd_ours_(state);
+	if (error != 0) {
+		mtr_engine_fault_(engine, error);
+		return;
+	}
 	memset(&spec, 0, sizeof(spec));
+	spec.it_interval = state->signature;
 	if (target_ns != INT64_MAX) {
 		/* it_value 0 would disarm; a past deadline must still fire. */
 		if (target_ns < 1)
@@ -82,7 +88,7 @@ mtr_queue_wake_target_(const struct mtr_shard *shard, int64_t due_ns,
 {
 	/*
 	 * Waking exactly at the latest acceptable time would land every
-	 * batch's first timer outside its window by the wake-up latency, so
+	 * wake-up's first timer outside its window by the wake-up latency, so
 	 * a timer with leeway wakes a margin early (see MTR_WAKE_MARGIN_MAX_NS).
 	 * Every stab point moves by the same rule, so wake-ups stay at the
 	 * optimum for windows shortened by their margin.
@@ -108,64 +114,26 @@ mtr_queue_rearm_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 		mtr_queue_set_fd_locked_(state, target_ns);
 }
 
-/*
- * A timerfd closed under the engine (a closefrom() sweep) while the firing
- * thread sleeps leaves epoll's interest set without a word, and only a
- * settime that moves it would fail: arms that make no new earliest wake-up
- * would go on succeeding for timers that can never fire. So one arm in
- * MTR_PROBE_EVERY asks the kernel whether the clock's descriptor is still
- * a timerfd: a syscall per 1,024 arms, against a fault that would
- * otherwise wait for the next new earliest wake-up, or for ever. (A
- * descriptor number reused by another timerfd passes; nothing cheaper than
- * keeping every timerfd's inode would tell.)
- */
-#define MTR_PROBE_EVERY 1024
-
-static void
-mtr_queue_probe_locked_(struct mtr_shard *shard, mtr_clock_id clock,
-    uint64_t order)
-{
-	struct itimerspec current;
-
-	if ((order & (MTR_PROBE_EVERY - 1)) != 0 || shard->engine->inherited)
-		return;
-	if (timerfd_gettime(shard->clocks[clock].fd, &current) != 0)
-		mtr_engine_fault_(shard->engine, errno);
-}
-
-/* The next arm order, and now and then a probe of @clock's timerfd: 64
- * bits never wrap (MTR_ORDER_MAX). */
-static uint64_t
-mtr_queue_next_order_locked_(struct mtr_shard *shard, mtr_clock_id clock)
-{
-	uint64_t order = shard->next_order++;
-	mtr_queue_probe_locked_(shard, clock, order);
-	return order;
-}
-
-/* Takes a timer out of its clock's set or out of the batch, if in one. */
+/* Takes a timer out of its clock's set, if in one, and out of the run
+ * list, which skips its entry from now on (mtr_run_current_). */
 void
 mtr_queue_remove_locked_(struct mtr_shard *shard, struct mtr_timer *timer)
 {
+	timer->order = MTR_ORDER_NONE;
 	if (timer->heap_slot == MTR_NOT_ARMED)
 		return;
-	if (timer->heap_slot == MTR_IN_BATCH) {
-		/* The batch skips an entry whose timer left it. */
-		timer->heap_slot = MTR_NOT_ARMED;
-		shard->batch.live--;
-		return;
-	}
 	mtr_clock_id clock = mtr_slot_clock_(timer->heap_slot);
 	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
+	struct mtr_timerset *set = &shard->clocks[clock].set;
 	if (heap_index == 0)
 		mtr_shard_interrupt_spin_locked_(shard, clock);
-	mtr_timerset_erase_locked_(&shard->clocks[clock].set, shard->timers,
-	    heap_index, mtr_batch_lent_(&shard->batch, clock));
+	mtr_timerset_erase_locked_(set, shard->timers, heap_index);
+	mtr_timerset_shrink_locked_(set, mtr_run_kept_(&shard->run, clock));
 }
 
 /* After a timer's key came in earlier, or the timer was armed: a new top
  * ends a spin, and only a new earliest wake-up needs the timerfd moved; in
- * a batch the firing thread re-arms when the batch ends. */
+ * a pass the firing thread re-arms when the pass ends. */
 static void
 mtr_queue_keyed_earlier_locked_(struct mtr_shard *shard, mtr_clock_id clock,
     const struct mtr_timer *timer)
@@ -180,36 +148,30 @@ mtr_queue_keyed_earlier_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 }
 
 /*
- * Makes sure @timer, in no heap of @clock, can go into @clock's set without
- * the set growing, so that an arm refused for want of memory is refused
- * before it changes anything. A timer out in the batch taken from that set
- * holds its room already.
+ * Makes sure a timer can go into @clock's set without the set growing, so
+ * that an arm refused for want of memory is refused before it changes
+ * anything.
  */
 int
-mtr_queue_make_room_locked_(struct mtr_shard *shard,
-    const struct mtr_timer *timer, mtr_clock_id clock)
+mtr_queue_make_room_locked_(struct mtr_shard *shard, mtr_clock_id clock)
 {
-	if (timer->heap_slot == MTR_IN_BATCH && shard->batch.clock == clock)
-		return 0;
 	return mtr_timerset_reserve_locked_(&shard->clocks[clock].set,
-	    mtr_batch_lent_(&shard->batch, clock));
+	    mtr_run_kept_(&shard->run, clock));
 }
 
-/* Puts a timer that is in no set into @clock's, with a new arm order. */
-int
+/* Puts a timer that is in no set into @clock's, with a new arm order; the
+ * room is there (mtr_queue_make_room_locked_, or an entry of the run list
+ * coming back). 64-bit orders never wrap (MTR_ORDER_MAX). */
+void
 mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
     mtr_clock_id clock, int64_t due_ns)
 {
 	struct mtr_timer *timer = &shard->timers[index];
-	int rc = mtr_timerset_push_locked_(&shard->clocks[clock].set,
-	    shard->timers, index, due_ns,
-	    mtr_queue_next_order_locked_(shard, clock),
-	    mtr_batch_lent_(&shard->batch, clock));
-	if (rc != 0)
-		return rc;
+	timer->order = shard->next_order++;
 	timer->due_ns = due_ns;
+	mtr_timerset_push_locked_(&shard->clocks[clock].set, shard->timers,
+	    index, due_ns, timer->order);
 	mtr_queue_keyed_earlier_locked_(shard, clock, timer);
-	return 0;
 }
 
 /*
@@ -218,33 +180,30 @@ mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
  *
  * A later key is only recorded, in O(1): the heap entry keeps its old key,
  * which surfaces no later than the new one would, and is re-keyed then
- * (mtr_timerset_top_locked_, mtr_batch_take_locked_). The timer's own key
- * bounds its entry's, so a key later than the timer's is known to be later
- * without reading the entry. The timerfd stays armed for the old key: that
- * wake-up finds nothing due and re-arms, as after a cancel, once per
- * surfacing rather than once per reschedule. A key no later than the
- * entry's moves the entry in place.
+ * (mtr_timerset_top_locked_, mtr_run.c). The timer's own key bounds its
+ * entry's, so a key later than the timer's is known to be later without
+ * reading the entry. The timerfd stays armed for the old key: that wake-up
+ * finds nothing due and re-arms, as after a cancel, once per surfacing
+ * rather than once per reschedule. A key no later than the entry's moves
+ * the entry in place.
  */
 void
 mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     mtr_clock_id clock, int64_t due_ns)
 {
 	struct mtr_timerset *set = &shard->clocks[clock].set;
-	uint64_t order = mtr_queue_next_order_locked_(shard, clock);
 	uint32_t heap_index = mtr_slot_index_(timer->heap_slot);
 	bool later = due_ns > timer->due_ns ||
 	    due_ns > set->entries[heap_index].due_ns;
 
+	timer->order = shard->next_order++;
 	timer->due_ns = due_ns;
+	timer->sequence = 0;
 	if (heap_index == 0)
 		mtr_shard_interrupt_spin_locked_(shard, clock);
-	if (later) {
-		timer->rekey_order = order;
+	if (later)
 		return;
-	}
-	timer->sequence = 0;
 	mtr_timerset_rekey_locked_(set, shard->timers, heap_index, due_ns,
-	    order);
+	    timer->order);
 	mtr_queue_keyed_earlier_locked_(shard, clock, timer);
 }
-

@@ -14,9 +14,8 @@
  * window still serve coalescing. */
 #define MTR_WAKE_MARGIN_MAX_NS 1000000
 
-int mtr_queue_make_room_locked_(struct mtr_shard *shard,
-    const struct mtr_timer *timer, mtr_clock_id clock);
-int mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
+int mtr_queue_make_room_locked_(struct mtr_shard *shard, mtr_clock_id clock);
+void mtr_queue_add_locked_(struct mtr_shard *shard, uint32_t index,
     mtr_clock_id clock, int64_t due_ns);
 void mtr_queue_move_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     mtr_clock_id clock, int64_t due_ns);

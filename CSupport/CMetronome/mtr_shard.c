@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* Zeroed, its lock is free and its event has no waiter (mtr_lock.h). */
@@ -102,9 +103,9 @@ static void
 mtr_slots_shrink_locked_(struct mtr_shard *shard)
 {
 	uint32_t capacity = shard->timer_capacity;
-	/* A batch being fired still reads the slots of its entries. */
+	/* A run list being fired still reads the slots of its entries. */
 	if (shard->counters.timers > capacity / 4 ||
-	    capacity <= MTR_TIMERS_MIN || shard->batch.entries != NULL)
+	    capacity <= MTR_TIMERS_MIN || shard->run.count > shard->run.next)
 		return;
 	/* Up to the last slot in use, or retired: a retired slot must keep
 	 * its place, as every generation it could start again from is taken. */
@@ -159,7 +160,9 @@ mtr_slots_take_locked_(struct mtr_shard *shard, void *context,
 	timer->heap_slot = MTR_NOT_ARMED;
 	timer->deadline_ns = 0;
 	timer->period_ns = 0;
+	timer->order = MTR_ORDER_NONE;
 	timer->sequence = 0;
+	timer->missed_policy = MTR_MISSED_SKIP;
 	shard->counters.timers++;
 	if (shard->counters.timers > 2 * (uint64_t)shard->shrink_check_at)
 		shard->shrink_check_at = (uint32_t)(shard->counters.timers / 2);
@@ -185,6 +188,39 @@ mtr_slots_give_back_locked_(struct mtr_shard *shard, uint32_t index)
 		mtr_slots_shrink_locked_(shard);
 		shard->shrink_check_at = (uint32_t)(shard->counters.timers / 2);
 	}
+}
+
+/*
+ * Moves the live timer at slot @index, whose ids are spent, to a fresh
+ * slot, which it takes with its schedule, heap entry and context; the old
+ * slot retires. An entry of it in the run list is skipped from now on, as
+ * after any move. 0, or ENOMEM with nothing changed.
+ */
+int
+mtr_slots_relocate_locked_(struct mtr_shard *shard, uint32_t index,
+    uint32_t *out_index)
+{
+	mtr_timer_id id;
+	int rc = mtr_slots_take_locked_(shard, NULL, &id);
+	if (rc != 0)
+		return rc;
+	uint32_t fresh = (uint32_t)id - shard->id_base;
+	struct mtr_timer *from = &shard->timers[index];
+	struct mtr_timer *to = &shard->timers[fresh];
+	uint32_t generation = to->generation;
+
+	*to = *from;
+	to->generation = generation;
+	if (to->heap_slot != MTR_NOT_ARMED) {
+		struct mtr_timerset *set =
+		    &shard->clocks[mtr_slot_clock_(to->heap_slot)].set;
+		set->entries[mtr_slot_index_(to->heap_slot)].timer = fresh;
+	}
+	from->heap_slot = MTR_NOT_ARMED;
+	from->order = MTR_ORDER_NONE;
+	mtr_slots_give_back_locked_(shard, index);
+	*out_index = fresh;
+	return 0;
 }
 
 void
@@ -235,33 +271,89 @@ mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out)
 		out->armed += shard->clocks[k].set.count;
 		out->memory_bytes += mtr_timerset_bytes_(&shard->clocks[k].set);
 	}
-	out->armed += shard->batch.live;
+	for (uint32_t i = shard->run.next; i < shard->run.count; i++)
+		out->armed += mtr_run_current_(&shard->run.entries[i],
+		    shard->timers);
 	out->memory_bytes += mtr_slots_bytes_(shard) +
-	    (size_t)shard->batch.count * sizeof(*shard->batch.entries);
+	    (size_t)shard->run.capacity * sizeof(*shard->run.entries);
 	mtr_lock_give_(&shard->lock);
 }
 
-void
+/*
+ * A descriptor number is not a descriptor: closed under the engine (a
+ * closefrom() sweep), its number is the next open()'s, perhaps another
+ * engine's timerfd. Every timerfd is anonymous, one inode for all, so the
+ * engine signs each of its own with an interval no other timerfd has: it
+ * never fires on the interval (each expiry is followed by a settime, and
+ * the interval is a century), the signature carries the process id and a
+ * count, and timerfd_gettime reads it back before every settime, read and
+ * close. A number is taken for the engine's only while it is signed.
+ */
+#define MTR_SIGNATURE_BASE_S INT64_C(3155760000) /* a century */
+
+int
+mtr_timerfd_open_(struct mtr_clock_state *state)
+{
+	static _Atomic uint32_t signed_count;
+	uint64_t mark = ((uint64_t)getpid() << 32) |
+	    atomic_fetch_add_explicit(&signed_count, 1, memory_order_relaxed);
+	struct itimerspec spec = { .it_interval = {
+	    .tv_sec = MTR_SIGNATURE_BASE_S + (int64_t)(mark / MTR_NS_PER_S),
+	    .tv_nsec = (long)(mark % MTR_NS_PER_S) } };
+
+	state->fd = timerfd_create(mtr_clock_posix_(state->set.clock),
+	    TFD_NONBLOCK | TFD_CLOEXEC);
+	if (state->fd < 0)
+		return errno;
+	state->signature = spec.it_interval;
+	return timerfd_settime(state->fd, 0, &spec, NULL) == 0 ? 0 : errno;
+}
+
+int
+mtr_timerfd_ours_(const struct mtr_clock_state *state)
+{
+	struct itimerspec current;
+
+	if (state->fd < 0)
+		return EBADF;
+	if (timerfd_gettime(state->fd, &current) != 0)
+		return errno;
+	return current.it_interval.tv_sec == state->signature.tv_sec &&
+	    current.it_interval.tv_nsec == state->signature.tv_nsec ? 0 : EBADF;
+}
+
+bool
 mtr_shard_close_fds_(struct mtr_shard *shard)
 {
+	bool all_ours = true;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 		struct mtr_clock_state *state = &shard->clocks[c];
-		if (state->fd >= 0)
+		if (state->fd < 0)
+			continue;
+		if (mtr_timerfd_ours_(state) == 0)
 			close(state->fd);
+		else
+			all_ours = false;
 		state->fd = -1;
+	}
+	return all_ours;
+}
+
+void
+mtr_shard_free_events_(struct mtr_shard *shard)
+{
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+		if (shard->clocks[c].event != NULL)
+			event_free(shard->clocks[c].event);
+		shard->clocks[c].event = NULL;
 	}
 }
 
 void
 mtr_shard_free_(struct mtr_shard *shard)
 {
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_clock_state *state = &shard->clocks[c];
-		if (state->event != NULL)
-			event_free(state->event);
-		mtr_timerset_free_(&state->set);
-	}
-	mtr_shard_close_fds_(shard);
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
+		mtr_timerset_free_(&shard->clocks[c].set);
 	mtr_slots_free_(shard);
-	mtr_batch_free_(&shard->batch);
+	mtr_run_free_(&shard->run);
 }

@@ -7,9 +7,10 @@
 #define MTR_SHARD_H
 
 #include "mtr_lock.h"
-#include "mtr_batch.h"
+#include "mtr_run.h"
 
 #include <stdatomic.h>
+#include <time.h>
 
 struct event;
 
@@ -18,7 +19,10 @@ struct mtr_clock_state {
 	struct event *event;
 	struct mtr_shard *shard;
 	int fd;
-	bool firing;      /* the firing thread is in a batch of this clock */
+	/* What the engine stores in its timerfd's interval, which it never
+	 * fires on, to know the descriptor as its own (mtr_timerfd_ours_). */
+	struct timespec signature;
+	bool firing;      /* the firing thread is in a pass of this clock */
 	/* When the timerfd expires; INT64_MAX if disarmed, which is also how
 	 * a key of INT64_MAX (292 years) arms it: never, as it would be.
 	 * Written under the shard's lock, read by a spin without it. */
@@ -55,7 +59,7 @@ struct mtr_shard {
 	uint64_t next_order;
 
 	struct mtr_clock_state clocks[MTR_CLOCK_COUNT];
-	struct mtr_batch batch; /* of the clock being fired; one at a time */
+	struct mtr_run run;     /* of the clock being fired; one at a time */
 	mtr_counters counters;  /* this shard's; the engine's are their sum */
 
 	mtr_timer_id running;   /* the timer whose callback runs, or 0 */
@@ -102,13 +106,24 @@ void mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine,
 /* The shard the calling thread creates its timers in. */
 struct mtr_shard *mtr_shard_home_(struct mtr_shard *shards, uint32_t count);
 void mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out);
-void mtr_shard_close_fds_(struct mtr_shard *shard);
+/* Opens @state's timerfd and signs it: 0, or the errno that refused it. */
+int mtr_timerfd_open_(struct mtr_clock_state *state);
+/* 0 when @state's descriptor is still the timerfd the engine opened, else
+ * the errno that says it is not (EBADF for another's timerfd). */
+int mtr_timerfd_ours_(const struct mtr_clock_state *state);
+/* Closes what is still the shard's own of its timerfds; returns whether
+ * all of them were. */
+bool mtr_shard_close_fds_(struct mtr_shard *shard);
+void mtr_shard_free_events_(struct mtr_shard *shard);
+/* The shard's memory; its descriptors and events are the engine's end's. */
 void mtr_shard_free_(struct mtr_shard *shard);
 
 /* A shard's timer array, with its lock held (but free). */
 int mtr_slots_take_locked_(struct mtr_shard *shard, void *context,
     mtr_timer_id *out_id);
 void mtr_slots_give_back_locked_(struct mtr_shard *shard, uint32_t index);
+int mtr_slots_relocate_locked_(struct mtr_shard *shard, uint32_t index,
+    uint32_t *out_index);
 void mtr_slots_age_locked_(struct mtr_shard *shard, uint32_t reuses);
 void mtr_slots_free_(struct mtr_shard *shard);
 

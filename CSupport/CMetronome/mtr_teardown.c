@@ -15,7 +15,8 @@
 #include <stdlib.h>
 
 /* Takes every timer out of every set at once, so that a cancel or destroy
- * racing the drop finds its timer in no set. */
+ * racing the drop finds its timer in no set; what is left in the run list
+ * is the stop's too. */
 static void
 mtr_shard_disarm_all_locked_(struct mtr_shard *shard)
 {
@@ -26,14 +27,7 @@ mtr_shard_disarm_all_locked_(struct mtr_shard *shard)
 			    MTR_NOT_ARMED;
 		set->count = 0;
 	}
-	struct mtr_batch *batch = &shard->batch;
-	for (uint32_t i = batch->next; i < batch->count; i++) {
-		struct mtr_timer *timer =
-		    &shard->timers[batch->entries[i].timer];
-		if (timer->heap_slot == MTR_IN_BATCH)
-			timer->heap_slot = MTR_NOT_ARMED;
-	}
-	mtr_batch_free_(batch);
+	mtr_run_free_(&shard->run);
 }
 
 /*
@@ -76,26 +70,37 @@ mtr_engine_drop_timers_(mtr_engine *engine)
 		mtr_shard_drop_timers_(&engine->shards[s]);
 }
 
+/*
+ * The engine's descriptors go first, only those still its own: a closed
+ * timerfd leaves every epoll set by itself, so the events freed next
+ * remove nothing (libevent takes the EBADF of a removal as done). In a
+ * forked child that keeps the parent's shared epoll set whole, and the
+ * base frees only the child's copies of its own descriptors.
+ *
+ * After a fault (recorded, or met here as a timerfd no longer the
+ * engine's) the events and the event base are left as they are: freeing
+ * them would have libevent remove and close its epoll instance and pipe by
+ * number, and after a sweep those numbers may be anybody's. What that
+ * keeps, a few kilobytes once per faulted engine, is the price of never
+ * closing a descriptor that is not the engine's.
+ */
 void
 mtr_engine_free_(mtr_engine *engine)
 {
+	bool own = atomic_load(&engine->fault) == 0;
 	mtr_fork_unregister_(engine);
-	/* In a forked child the base's epoll instance is the parent's, and
-	 * our timerfds are copies of the parent's under the same numbers:
-	 * removing our events from it would remove the parent's timerfds.
-	 * Closed first, our copies name nothing there to remove (libevent
-	 * takes the EBADF of a removal as done), and freeing the base closes
-	 * only our copies of its own descriptors. (event_reinit, which gives
-	 * the base an epoll instance of its own, would need a descriptor and
-	 * memory, and libevent ends the process when it gets neither.) */
-	if (engine->inherited) {
+	for (uint32_t s = 0; s < engine->shard_count; s++)
+		own &= mtr_shard_close_fds_(&engine->shards[s]);
+	if (own) {
 		for (uint32_t s = 0; s < engine->shard_count; s++)
-			mtr_shard_close_fds_(&engine->shards[s]);
+			mtr_shard_free_events_(&engine->shards[s]);
+		if (engine->watch != NULL)
+			event_free(engine->watch);
+		if (engine->base != NULL)
+			event_base_free(engine->base);
 	}
 	for (uint32_t s = 0; s < engine->shard_count; s++)
 		mtr_shard_free_(&engine->shards[s]);
-	if (engine->base != NULL)
-		event_base_free(engine->base);
 	free(engine->shards);
 	pthread_cond_destroy(&engine->thread_done);
 	pthread_mutex_destroy(&engine->lock);

@@ -22,8 +22,8 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
 	    engine->shard_count);
 
 	mtr_lock_take_(&shard->lock);
-	int rc = shard->stopping ? ESHUTDOWN :
-	    mtr_slots_take_locked_(shard, context, out_timer);
+	int rc = shard->stopping || atomic_load(&engine->fault) != 0 ?
+	    ESHUTDOWN : mtr_slots_take_locked_(shard, context, out_timer);
 	mtr_lock_give_(&shard->lock);
 	return rc;
 }
@@ -32,10 +32,11 @@ mtr_timer_create(mtr_engine *engine, void *context, mtr_timer_id *out_timer)
  * or EOVERFLOW, else 0. */
 static int
 mtr_timer_schedule_check_(mtr_clock_id clock, int64_t deadline_ns,
-    int64_t period_ns, int64_t leeway_ns)
+    int64_t period_ns, int64_t leeway_ns, mtr_missed_policy policy)
 {
 	if (!mtr_clock_valid_(clock) || deadline_ns < 0 || leeway_ns < 0 ||
-	    period_ns < 0 || (period_ns > 0 && leeway_ns > period_ns))
+	    period_ns < 0 || (period_ns > 0 && leeway_ns > period_ns) ||
+	    (unsigned)policy > MTR_MISSED_DELAY)
 		return EINVAL;
 	if (deadline_ns > INT64_MAX - leeway_ns)
 		return EOVERFLOW;
@@ -43,31 +44,24 @@ mtr_timer_schedule_check_(mtr_clock_id clock, int64_t deadline_ns,
 }
 
 /* Replaces the schedule of @timer, slot @index: a move within its clock's
- * heap when it is there, which needs no memory, else a remove and an add.
- * The add's memory is found first, so an ENOMEM leaves the old schedule as
- * it was. */
-static int
+ * heap when it is there, which needs no memory, else a remove and an add
+ * into room found first (mtr_timer_arm_), so that an ENOMEM leaves the old
+ * schedule as it was. */
+static void
 mtr_timer_arm_locked_(struct mtr_shard *shard, struct mtr_timer *timer,
     uint32_t index, mtr_clock_id clock, int64_t deadline_ns,
     int64_t period_ns, int64_t leeway_ns)
 {
-	bool in_heap = mtr_slot_clock_(timer->heap_slot) == clock;
-	if (!in_heap) {
-		int rc = mtr_queue_make_room_locked_(shard, timer, clock);
-		if (rc != 0)
-			return rc;
-	}
 	timer->deadline_ns = deadline_ns;
 	timer->period_ns = period_ns;
-	if (in_heap) {
+	if (mtr_slot_clock_(timer->heap_slot) == clock) {
 		mtr_queue_move_locked_(shard, timer, clock,
 		    deadline_ns + leeway_ns);
-		return 0;
+		return;
 	}
 	mtr_queue_remove_locked_(shard, timer);
 	timer->sequence = 0;
-	return mtr_queue_add_locked_(shard, index, clock,
-	    deadline_ns + leeway_ns);
+	mtr_queue_add_locked_(shard, index, clock, deadline_ns + leeway_ns);
 }
 
 /*
@@ -94,16 +88,17 @@ mtr_timer_lock_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
  * Every arm call: checks the schedule (@period_ns 0 for a one-shot), then
  * replaces the schedule of the timer @id names under its shard's lock. With
  * @out_renamed (mtr_timer_move) the timer takes a new id as well: still odd,
- * so allocated. A callback already begun keeps the old name, and so does
+ * so allocated; or, when its slot's ids are spent, a fresh slot, and the
+ * old one retires. A callback already begun keeps the old name, and so does
  * shard->running until a destroy of the new one must find it running.
  */
 static int
 mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
     int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
-    mtr_timer_id *out_renamed)
+    mtr_missed_policy policy, mtr_timer_id *out_renamed)
 {
 	int rc = mtr_timer_schedule_check_(clock, deadline_ns, period_ns,
-	    leeway_ns);
+	    leeway_ns, policy);
 	if (rc != 0)
 		return rc;
 	uint32_t slot;
@@ -111,19 +106,26 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 	struct mtr_shard *shard = mtr_timer_lock_(engine, id, &slot, &timer);
 	if (shard == NULL)
 		return EINVAL;
-	if (shard->stopping)
+	bool spent = out_renamed != NULL && timer->generation > UINT32_MAX - 2;
+	if (shard->stopping || atomic_load(&engine->fault) != 0)
 		rc = ESHUTDOWN;
-	else if (out_renamed != NULL && timer->generation > UINT32_MAX - 2)
-		rc = ERANGE; /* the next name would wrap to the slot's first */
-	else
-		rc = mtr_timer_arm_locked_(shard, timer, slot, clock,
-		    deadline_ns, period_ns, leeway_ns);
-	/* A descriptor that failed the arm, or failed before it, stops the
-	 * engine: the timer will not fire, and the fault is the answer. */
-	if (rc == 0)
-		rc = atomic_load(&engine->fault);
+	else if (mtr_slot_clock_(timer->heap_slot) != clock)
+		rc = mtr_queue_make_room_locked_(shard, clock);
+	if (rc == 0 && spent && (rc = mtr_slots_relocate_locked_(shard, slot,
+	    &slot)) == 0)
+		timer = &shard->timers[slot];
+	if (rc == 0) {
+		timer->missed_policy = policy;
+		mtr_timer_arm_locked_(shard, timer, slot, clock, deadline_ns,
+		    period_ns, leeway_ns);
+		/* A descriptor that failed the arm is a fault: the engine
+		 * stops, and the timer will not fire. */
+		if (atomic_load(&engine->fault) != 0)
+			rc = ESHUTDOWN;
+	}
 	if (rc == 0 && out_renamed != NULL) {
-		timer->generation += 2;
+		if (!spent)
+			timer->generation += 2;
 		*out_renamed = mtr_timer_id_make_(shard, slot,
 		    timer->generation);
 		if (shard->running == id)
@@ -138,7 +140,7 @@ mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer, mtr_clock_id clock,
     int64_t deadline_ns, int64_t leeway_ns)
 {
 	return mtr_timer_arm_(engine, timer, clock, deadline_ns, 0, leeway_ns,
-	    NULL);
+	    MTR_MISSED_SKIP, NULL);
 }
 
 int
@@ -149,7 +151,7 @@ mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
 	if (period_ns <= 0)
 		return EINVAL;
 	return mtr_timer_arm_(engine, timer, clock, start_ns, period_ns,
-	    leeway_ns, NULL);
+	    leeway_ns, MTR_MISSED_SKIP, NULL);
 }
 
 int
@@ -158,7 +160,16 @@ mtr_timer_move(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
     mtr_timer_id *out_timer)
 {
 	return mtr_timer_arm_(engine, id, clock, deadline_ns, period_ns,
-	    leeway_ns, out_timer);
+	    leeway_ns, MTR_MISSED_SKIP, out_timer);
+}
+
+int
+mtr_timer_move_policy(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
+    int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
+    mtr_missed_policy policy, mtr_timer_id *out_timer)
+{
+	return mtr_timer_arm_(engine, id, clock, deadline_ns, period_ns,
+	    leeway_ns, policy, out_timer);
 }
 
 /*

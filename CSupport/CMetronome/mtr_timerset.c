@@ -15,15 +15,15 @@
  *
  * Draining a big burst one pop at a time is bound by those misses (a pop
  * from a million-entry heap walks ten levels of a 16 MB array), so when
- * a large part of the heap is due, mtr_batch.c takes all of it in linear
- * passes and sorts it, and mtr_timerset_rebuild_locked_ rebuilds the rest
- * in O(n); the firing loop then drains the batch in sequence.
+ * a large part of the heap is due, the run list (mtr_run.c) takes all of it
+ * in linear passes and sorts it, and mtr_timerset_rebuild_locked_ rebuilds
+ * the rest in O(n).
  *
  * Each timer stores its heap index (heap_slot), making cancel O(log n), as
  * libevent's min_heap_erase_ does with min_heap_idx. A reschedule to a
  * later key is O(1): the entry keeps its old key, which is no later than
  * the new one, so it still surfaces in time, and is re-keyed when it does
- * (mtr_timerset_top_locked_, mtr_batch.c). Idle timeouts pushed later on
+ * (mtr_timerset_top_locked_, mtr_run.c). Idle timeouts pushed later on
  * every request then cost one sift per timeout that surfaces, not one per
  * request.
  *
@@ -38,11 +38,10 @@
  *
  * A heap halves when a quarter full and doubles when full, so memory taken
  * for a peak is given back once the peak has passed, and no steady load
- * resizes it back and forth. Entries out in the firing batch count as
- * in it (mtr_batch_lent_): the room they left stays theirs, so a timer put
- * back after its firing never makes the heap grow. Growth can fail for
- * want of memory; only an outside arm, which can report ENOMEM, ever needs
- * it.
+ * resizes it back and forth. Entries out in a pass's run list keep the
+ * room they left (the kept counts below, mtr_queue.c), so a timer put back
+ * after its firing never makes the heap grow. Growth can fail for want of
+ * memory; only an outside arm, which can report ENOMEM, ever needs it.
  */
 #include "mtr_timerset.h"
 
@@ -166,9 +165,9 @@ mtr_timerset_grow_locked_(struct mtr_timerset *set)
 }
 
 void
-mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent)
+mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t kept)
 {
-	uint64_t used = (uint64_t)set->count + lent;
+	uint64_t used = (uint64_t)set->count + kept;
 	uint32_t capacity = set->capacity;
 	while (capacity > MTR_HEAP_MIN && used <= capacity / 4)
 		capacity /= 2;
@@ -178,24 +177,20 @@ mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent)
 }
 
 int
-mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t lent)
+mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t kept)
 {
-	if ((uint64_t)set->count + lent < set->capacity)
+	if ((uint64_t)set->count + kept < set->capacity)
 		return 0;
 	return mtr_timerset_grow_locked_(set);
 }
 
-int
+void
 mtr_timerset_push_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
-    uint32_t timer, int64_t due_ns, uint64_t order, uint32_t lent)
+    uint32_t timer, int64_t due_ns, uint64_t order)
 {
-	int rc = mtr_timerset_reserve_locked_(set, lent);
-	if (rc != 0)
-		return rc;
 	struct mtr_heap_entry entry = { .due_ns = due_ns, .order = order,
 	    .timer = timer };
 	mtr_heap_sift_up_(set, timers, set->count++, entry);
-	return 0;
 }
 
 /* Puts @entry at @index, in a heap that is in order around it. @entry may
@@ -214,14 +209,13 @@ mtr_heap_settle_(struct mtr_timerset *set, struct mtr_timer *timers,
 
 void
 mtr_timerset_erase_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
-    uint32_t index, uint32_t lent)
+    uint32_t index)
 {
 	timers[set->entries[index].timer].heap_slot = MTR_NOT_ARMED;
 	struct mtr_heap_entry last = set->entries[--set->count];
 	/* The last entry moves into the hole; it came from another subtree. */
 	if (index < set->count)
 		mtr_heap_settle_(set, timers, index, last);
-	mtr_timerset_shrink_locked_(set, lent);
 }
 
 /* Gives the entry at @index a new key, earlier or later, in place. */
@@ -276,13 +270,6 @@ mtr_timerset_count_due_locked_(const struct mtr_timerset *set, int64_t now_ns,
 		}
 	}
 	return found;
-}
-
-void
-mtr_timerset_append_locked_(struct mtr_timerset *set, struct mtr_timer *timers,
-    struct mtr_heap_entry entry)
-{
-	mtr_heap_place_(set, timers, set->count++, entry);
 }
 
 void

@@ -19,39 +19,39 @@
 /* heap_slot keeps the clock in its top two bits and the heap index below. */
 #define MTR_SLOT_INDEX_BITS 30
 #define MTR_MAX_TIMERS (UINT32_C(1) << MTR_SLOT_INDEX_BITS)
-/* heap_slot of a timer taken into its shard's batch (clock bits 3, which
- * no clock uses): cancelling it sets MTR_NOT_ARMED, and the batch then
- * skips its entry. */
-#define MTR_IN_BATCH (UINT32_C(3) << MTR_SLOT_INDEX_BITS)
 
 /*
- * One timer: 48 bytes. A free slot reuses heap_slot as the free-list link;
+ * One timer: 56 bytes. A free slot reuses heap_slot as the free-list link;
  * generation is odd while the slot is allocated and even while free, so a
  * stale id never matches. A slot whose generation would wrap is retired
  * instead of reused (mtr_shard.c).
  *
- * due_ns is the timer's key. A reschedule to a later key records it here
- * and leaves the heap entry where it is (mtr_queue.c): the entry's key then
- * lags, due_ns differs from it, and whoever meets the entry first at the
- * heap top or in a batch take gives it the recorded key (mtr_entry_rekey_).
- * Every arm sets sequence to 0, so while the key lags its room holds the
- * arm order that the new key carries.
+ * order is the arm order of the timer's current schedule (every arm and
+ * move takes a new one), or MTR_ORDER_NONE once it is cancelled: a heap
+ * entry or a run list entry whose order is no longer its timer's stands
+ * for a schedule that has gone.
+ *
+ * due_ns is the timer's key. A reschedule to a later key records the key
+ * and its order here and leaves the heap entry where it is (mtr_queue.c):
+ * the entry then lags, and whoever meets it first at the heap top or in a
+ * bulk take gives it the recorded key (mtr_entry_rekey_).
  */
 struct mtr_timer {
 	void *context;
 	int64_t deadline_ns; /* the window opens: the current deadline */
 	int64_t due_ns;      /* the window closes: deadline + leeway */
 	int64_t period_ns;   /* 0 for a one-shot */
-	union {
-		uint64_t sequence;    /* index of deadline_ns on the schedule */
-		uint64_t rekey_order; /* while the heap key lags */
-	};
+	uint64_t order;
+	/* The index of deadline_ns on the schedule: 62 bits last 146 years at
+	 * a tick a nanosecond, even counted from 1970 on the wall clock. */
+	uint64_t sequence : 62;
+	uint64_t missed_policy : 2; /* mtr_missed_policy */
 	uint32_t heap_slot;  /* clock and heap index, or MTR_NOT_ARMED */
 	uint32_t generation;
 };
 
 /* Fetches a timer for writing ahead of use: both of its cache lines, since
- * a 48-byte slot often straddles two. */
+ * a 56-byte slot often straddles two. */
 static inline void
 mtr_timer_prefetch_(const struct mtr_timer *timer)
 {
@@ -75,6 +75,8 @@ struct mtr_heap_entry {
 
 /* Arm order stays below this (mtr_engine_age_for_testing cannot pass it). */
 #define MTR_ORDER_MAX (UINT64_MAX >> 1)
+/* The order of a timer with no schedule. */
+#define MTR_ORDER_NONE UINT64_MAX
 
 /* Whether @a fires before @b: by key, then by arm order. */
 static inline bool
@@ -92,14 +94,13 @@ mtr_entry_before_(const struct mtr_heap_entry *a,
  * old one, so a heap entry can only need to move down.
  */
 static inline bool
-mtr_entry_rekey_(struct mtr_heap_entry *entry, struct mtr_timer *timers)
+mtr_entry_rekey_(struct mtr_heap_entry *entry, const struct mtr_timer *timers)
 {
-	struct mtr_timer *timer = &timers[entry->timer];
-	if (timer->due_ns == entry->due_ns)
+	const struct mtr_timer *timer = &timers[entry->timer];
+	if (timer->order == entry->order)
 		return false;
 	entry->due_ns = timer->due_ns;
-	entry->order = timer->rekey_order;
-	timer->sequence = 0;
+	entry->order = timer->order;
 	return true;
 }
 
@@ -148,15 +149,17 @@ mtr_advise_huge_(void *array, size_t bytes)
 void mtr_timerset_init_(struct mtr_timerset *set, mtr_clock_id clock);
 void mtr_timerset_free_(struct mtr_timerset *set);
 size_t mtr_timerset_bytes_(const struct mtr_timerset *set);
-/* @lent: entries out in the batch that the heap keeps room for. */
-void mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t lent);
-/* Room for one more entry: 0, or ENOMEM when the heap could not grow. */
-int mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t lent);
-int mtr_timerset_push_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint64_t order,
-    uint32_t lent);
+/* Halves the heap while no more than a quarter of it, @kept entries
+ * besides its own counted, is in use. */
+void mtr_timerset_shrink_locked_(struct mtr_timerset *set, uint32_t kept);
+/* Room for @kept entries besides the heap's own and one more: 0, or ENOMEM
+ * when the heap could not grow. */
+int mtr_timerset_reserve_locked_(struct mtr_timerset *set, uint32_t kept);
+/* Needs the room (mtr_timerset_reserve_locked_). */
+void mtr_timerset_push_locked_(struct mtr_timerset *set,
+    struct mtr_timer *timers, uint32_t timer, int64_t due_ns, uint64_t order);
 void mtr_timerset_erase_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, uint32_t heap_index, uint32_t lent);
+    struct mtr_timer *timers, uint32_t heap_index);
 void mtr_timerset_rekey_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers, uint32_t heap_index, int64_t due_ns,
     uint64_t order);
@@ -165,10 +168,6 @@ const struct mtr_heap_entry *mtr_timerset_top_locked_(
 /* @pass_order: the pass's cut-off; entries armed since are not counted. */
 uint32_t mtr_timerset_count_due_locked_(const struct mtr_timerset *set,
     int64_t now_ns, uint64_t pass_order, uint32_t limit);
-/* Puts @entry at the end, out of order until a rebuild; the room is the
- * caller's to have kept. */
-void mtr_timerset_append_locked_(struct mtr_timerset *set,
-    struct mtr_timer *timers, struct mtr_heap_entry entry);
 void mtr_timerset_rebuild_locked_(struct mtr_timerset *set,
     struct mtr_timer *timers);
 

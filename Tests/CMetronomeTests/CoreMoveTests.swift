@@ -83,9 +83,10 @@ extension CoreContractTests {
             engine.destroyAndExpectAllReleasedOnce()
         }
 
-        /// A timer whose slot has no names left is refused with ERANGE and keeps its old id
-        /// and schedule, for its owner to destroy it and create another.
-        @Test func spentNamesAreRefused() throws {
+        /// A timer whose slot has no names left moves to a fresh slot with its schedule:
+        /// the move succeeds under a new id, the old id is stale for good, and the timer
+        /// fires once, at its new deadline.
+        @Test func spentNamesMoveTheTimerToAFreshSlot() throws {
             let engine = try Engine()
             let first = try engine.makeTimer()
             #expect(first.destroy() == 0)
@@ -93,8 +94,10 @@ extension CoreContractTests {
             let last = try engine.makeTimer()  // the slot's last generation
             try #require(UInt32(truncatingIfNeeded: last.id) == UInt32(truncatingIfNeeded: first.id))
             let id = last.id
-            #expect(last.move(at: Time.monotonic() + Time.s) == ERANGE)
-            #expect(last.id == id)
+            #expect(last.armOnce(at: Time.monotonic() + 3_600 * Time.s) == 0)
+            #expect(last.move(at: Time.monotonic() + Time.s) == 0)
+            #expect(UInt32(truncatingIfNeeded: last.id) != UInt32(truncatingIfNeeded: id), "not a fresh slot")
+            #expect(mtr_timer_cancel(engine.handle, id) == EINVAL, "the spent id still names a timer")
             #expect(last.armOnce(at: Time.monotonic()) == 0)
             #expect(engine.waitFirings(1))
             #expect(last.destroy() == 0)

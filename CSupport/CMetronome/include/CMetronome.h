@@ -69,6 +69,23 @@ typedef enum __attribute__((enum_extensibility(closed))) mtr_clock_id {
 	MTR_CLOCK_REALTIME = 2,
 } mtr_clock_id;
 
+/*
+ * What a repeating timer does with the deadlines a late firing passed.
+ * A firing is late when it comes past its window (deadline + leeway) by
+ * more than the engine's late threshold, as the late counter counts it.
+ */
+typedef enum __attribute__((enum_extensibility(closed))) mtr_missed_policy {
+	/* Fire once for the latest deadline passed, report the earlier ones
+	 * in the tick's missed, and go on on the schedule. */
+	MTR_MISSED_SKIP = 0,
+	/* Fire once for every deadline passed, back to back (each at the
+	 * next wake-up, which follows at once), then go on on the schedule. */
+	MTR_MISSED_BURST = 1,
+	/* Fire once, late, and move the schedule: the next deadline is a full
+	 * period after this firing. */
+	MTR_MISSED_DELAY = 2,
+} mtr_missed_policy;
+
 /* What a callback learns about the firing it is running for. */
 typedef struct mtr_tick {
 	/* The deadline this firing stands for: the latest one it covers. */
@@ -76,9 +93,9 @@ typedef struct mtr_tick {
 	/* The clock when the firing thread committed to this callback. */
 	int64_t fired_ns;
 	/* Deadlines of a repeating timer skipped ahead of this one because
-	 * their windows had closed: a late timer fires once and reports them
-	 * here instead of bursting. 0 when on time and for one-shots. The
-	 * earliest deadline covered is scheduled_ns - missed * period. */
+	 * their windows had closed (MTR_MISSED_SKIP, the default): the
+	 * earliest deadline covered is scheduled_ns - missed * period. 0 when
+	 * on time, for one-shots and under the other policies. */
 	uint64_t missed;
 	/* Index of scheduled_ns on the schedule (start + k * period); each
 	 * tick's sequence is the previous one's + its missed + 1. */
@@ -175,12 +192,12 @@ typedef struct mtr_counters {
 	uint64_t fired;          /* callbacks run */
 	uint64_t late;           /* firings after window + late threshold */
 	uint64_t missed_periods; /* sum of every tick's missed */
-	uint64_t armed;          /* timers in the timer set now */
+	uint64_t armed;          /* timers armed now */
 	uint64_t coalesced;      /* firings that shared a wake-up */
 	uint64_t clock_steps;    /* wall-clock steps noticed (per shard) */
 	uint64_t timers;         /* timers created and not yet destroyed */
-	uint64_t batched;        /* firings drained from a sorted burst batch */
-	uint64_t memory_bytes;   /* held for timers, heaps and the batch */
+	uint64_t batched;        /* firings of a burst's bulk take (mtr_run.c) */
+	uint64_t memory_bytes;   /* held for timers, heaps and run lists */
 } mtr_counters;
 
 /* How the firing thread's requested settings turned out. Each *_error is 0
@@ -192,10 +209,11 @@ typedef struct mtr_engine_info {
 	int cpu_error;
 	int64_t spin_ns;
 	char name[MTR_THREAD_NAME_MAX]; /* the firing thread's name */
-	/* 0, or the errno of a descriptor that failed under the engine (a
-	 * timerfd or the epoll instance closed by someone else, any or all
-	 * of its descriptors): the engine then stopped itself, as
-	 * mtr_engine_stop() stops it. */
+	/* 0, or the errno of a descriptor that failed under the engine or
+	 * was no longer its own (a timerfd closed by someone else, its number
+	 * perhaps reused; any or all of its descriptors): from then on no
+	 * callback starts, calls answer ESHUTDOWN, and the engine stops
+	 * itself within a second, as mtr_engine_stop() stops it. */
 	int fault;
 } mtr_engine_info;
 
@@ -234,7 +252,9 @@ int mtr_engine_create(const mtr_engine_config *config,
  * callback of any engine it returns at once: this engine's firing thread
  * drops the timers when its running callback returns. In a forked child it
  * drops the inherited timers, releasing their contexts, without touching
- * the parent's descriptors. Idempotent.
+ * the parent's descriptors. Idempotent. Not a cancellation point: a
+ * pthread_cancel of the caller acts at its next cancellation point after
+ * the call.
  *
  * Context: any thread, including a callback of this engine.
  * Return: 0 when every callback had returned and every context was
@@ -259,7 +279,8 @@ int mtr_engine_stop(mtr_engine *engine);
  * this returns: from another engine's callback, this engine's callback may
  * still be running on its own firing thread, with its context, and the
  * call cannot wait for it (the two engines' callbacks might be waiting on
- * each other). EINPROGRESS says so.
+ * each other). EINPROGRESS says so. Not a cancellation point, as
+ * mtr_engine_stop().
  *
  * Context: any thread, including a callback of this engine.
  * Return: 0 when every callback had returned and every context was
@@ -402,9 +423,8 @@ int mtr_timer_create(mtr_engine *engine, void *_Nullable context,
  * (it keeps room for the timers a burst being fired took out of it), and
  * memory has run out: the timer then keeps its old schedule, and a move
  * within one clock needs no memory; ESHUTDOWN once the engine is stopping
- * (and in a forked child); the errno of a descriptor that failed under the
- * engine (mtr_engine_info.fault), in this call or before it while the
- * engine is stopping itself: the timer will not fire.
+ * (and in a forked child), or has met a fault (mtr_engine_info.fault), in
+ * this call or before it: the timer will not fire.
  */
 int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t deadline_ns, int64_t leeway_ns);
@@ -417,13 +437,14 @@ int mtr_timer_arm_once(mtr_engine *engine, mtr_timer_id timer,
  *
  * Error never accumulates: each deadline is computed from @start_ns. A
  * firing so late that later windows have closed skips those deadlines and
- * reports them in its tick's missed count; it never bursts.
+ * reports them in its tick's missed count (MTR_MISSED_SKIP;
+ * mtr_timer_move_policy() chooses another).
  *
  * Context: any thread, including the timer's own callback.
  * Return: 0; EINVAL for a stale id, an unknown clock, a period <= 0, a
  * negative start or leeway, or a leeway longer than the period; EOVERFLOW
- * when start + leeway does not fit in 63 bits; ENOMEM, ESHUTDOWN or a
- * descriptor's errno as for mtr_timer_arm_once().
+ * when start + leeway does not fit in 63 bits; ENOMEM or ESHUTDOWN as for
+ * mtr_timer_arm_once().
  */
 int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
     mtr_clock_id clock, int64_t start_ns, int64_t period_ns,
@@ -441,16 +462,27 @@ int mtr_timer_arm_repeating(mtr_engine *engine, mtr_timer_id timer,
  * for the old schedule carries the old one. An owner that records the new id
  * by the time this returns can so tell the two apart without creating a timer.
  * Destroy and cancel_sync treat a running callback of either id as the
- * timer's.
+ * timer's. Ids never run out: once a slot's are spent, the timer moves to
+ * a fresh slot (and its new id names that one).
  *
  * Context: any thread, including the timer's own callback.
- * Return: 0; what the arm calls return; ERANGE when the timer's ids are
- * spent (after 2^31 moves and reuses of its slot): destroy it and create
- * another.
+ * Return: 0, or what the arm calls return.
  */
 int mtr_timer_move(mtr_engine *engine, mtr_timer_id timer, mtr_clock_id clock,
     int64_t deadline_ns, int64_t period_ns, int64_t leeway_ns,
     mtr_timer_id *out_timer);
+
+/**
+ * mtr_timer_move_policy - mtr_timer_move() with a missed-deadline policy
+ * @policy: what a late firing of the repeating schedule does with the
+ *   deadlines it passed (mtr_missed_policy); a one-shot ignores it
+ *
+ * Context: any thread, including the timer's own callback.
+ * Return: as mtr_timer_move(); EINVAL for an unknown policy.
+ */
+int mtr_timer_move_policy(mtr_engine *engine, mtr_timer_id timer,
+    mtr_clock_id clock, int64_t deadline_ns, int64_t period_ns,
+    int64_t leeway_ns, mtr_missed_policy policy, mtr_timer_id *out_timer);
 
 /**
  * mtr_timer_cancel - disarm a timer without waiting
