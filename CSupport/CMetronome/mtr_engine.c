@@ -90,11 +90,14 @@ mtr_engine_watch_(int fd, short what, void *arg)
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 			int error = mtr_timerfd_ours_(
-			    &engine->shards[s].clocks[c]);
+			    &engine->shards[s].clocks[c].timerfd);
 			if (error != 0)
 				mtr_engine_fault_(engine, error);
 		}
 	}
+	int error = engine->alarm.fd < 0 ? 0 : mtr_timerfd_ours_(&engine->alarm);
+	if (error != 0)
+		mtr_engine_fault_(engine, error);
 }
 
 /*
@@ -103,13 +106,14 @@ mtr_engine_watch_(int fd, short what, void *arg)
  * a callback asked for, or a fault, has nobody joining: the thread
  * detaches.
  */
-static void
+void
 mtr_engine_thread_end_(mtr_engine *engine)
 {
 	pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
 	pthread_mutex_lock(&engine->lock);
 	mtr_engine_request_stop_locked_(engine);
 	pthread_mutex_unlock(&engine->lock);
+	mtr_standby_join_(engine);
 	mtr_engine_drop_timers_(engine);
 
 	pthread_mutex_lock(&engine->lock);
@@ -172,10 +176,16 @@ mtr_engine_open_base_(mtr_engine *engine)
 {
 	int reserved[MTR_BASE_DESCRIPTORS];
 	int rc;
-	/* The timerfds first: they fail cleanly when descriptors run out. */
+	/* The timerfds first: they fail cleanly when descriptors run out. The
+	 * standby's alarm blocks its reads. */
+	if (!engine->config.no_standby && (rc = mtr_timerfd_open_(
+	    &engine->alarm, MTR_CLOCK_MONOTONIC, TFD_CLOEXEC)) != 0)
+		return rc;
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-			rc = mtr_timerfd_open_(&engine->shards[s].clocks[c]);
+			rc = mtr_timerfd_open_(
+			    &engine->shards[s].clocks[c].timerfd,
+			    (mtr_clock_id)c, TFD_NONBLOCK | TFD_CLOEXEC);
 			if (rc != 0)
 				return rc;
 		}
@@ -209,7 +219,7 @@ mtr_engine_open_base_(mtr_engine *engine)
 		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 			struct mtr_clock_state *state =
 			    &engine->shards[s].clocks[c];
-			state->event = event_new(engine->base, state->fd,
+			state->event = event_new(engine->base, state->timerfd.fd,
 			    EV_READ | EV_PERSIST | EV_ET,
 			    mtr_engine_on_timerfd_, state);
 			if (state->event == NULL ||
@@ -270,6 +280,12 @@ mtr_engine_name_thread_(mtr_engine *engine)
 		    "metronome-%u", number);
 	engine->config.name = NULL; /* the caller's string is not kept */
 	(void)pthread_setname_np(engine->thread, engine->info.name);
+	if (engine->standby_started) {
+		char standby[MTR_THREAD_NAME_MAX];
+		snprintf(standby, sizeof(standby), "%.*s.s",
+		    MTR_THREAD_NAME_MAX - 3, engine->info.name);
+		(void)pthread_setname_np(engine->standby, standby);
+	}
 }
 
 /* Which setting is out of range, or 0 for a valid configuration. */
@@ -317,6 +333,8 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	engine->shard_count = count;
 	engine->config = *config;
 	engine->holds = 2; /* the owner's and the firing thread's */
+	engine->alarm.fd = -1;
+	engine->alarm_ns = INT64_MAX;
 	pthread_mutex_init(&engine->lock, NULL);
 	pthread_cond_init(&engine->thread_done, NULL);
 	for (uint32_t s = 0; s < count; s++)
@@ -328,15 +346,22 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 		/* The firing thread starts with every signal blocked, so the
 		 * process's handlers run on its other threads, never inside the
 		 * (perhaps real-time) firing loop; callbacks get the mask the
-		 * process had (mtr_engine_on_timerfd_). */
+		 * process had (mtr_engine_on_timerfd_). The standby first, so
+		 * that the firing thread, which joins it, finds it started;
+		 * without one the engine still works, and a handler that
+		 * blocks then holds up the others. */
 		sigset_t all;
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &engine->callback_mask);
+		if (!engine->config.no_standby)
+			(void)mtr_standby_start_(engine);
 		rc = pthread_create(&engine->thread, NULL, mtr_engine_thread_,
 		    engine);
 		pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
 	}
 	if (rc != 0) {
+		atomic_store(&engine->stopping, true);
+		mtr_standby_join_(engine);
 		mtr_engine_free_(engine);
 		return rc;
 	}
@@ -373,6 +398,7 @@ mtr_engine_request_stop_locked_(mtr_engine *engine)
 	mtr_lock_take_(&first->lock);
 	mtr_queue_set_fd_locked_(&first->clocks[MTR_CLOCK_MONOTONIC], 1);
 	mtr_lock_give_(&first->lock);
+	mtr_queue_ring_alarm_(engine);
 }
 
 /* Waits, holding the engine, until the firing thread has finished: joins
@@ -461,6 +487,7 @@ mtr_engine_get_counters(mtr_engine *engine, mtr_counters *out_counters)
 	memset(out_counters, 0, sizeof(*out_counters));
 	for (uint32_t s = 0; s < engine->shard_count; s++)
 		mtr_shard_add_counters_(&engine->shards[s], out_counters);
+	out_counters->takeovers = atomic_load(&engine->takeovers);
 	return 0;
 }
 

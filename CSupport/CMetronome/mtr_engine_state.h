@@ -35,6 +35,18 @@ struct mtr_engine {
 	struct event *watch;  /* the firing thread's check of its descriptors */
 	pthread_t thread;
 
+	/* The standby (mtr_standby.c): its thread, its alarm (a monotonic
+	 * timerfd), what the alarm is set to, and which of the two threads
+	 * may start callbacks (mtr_firer). alarm_lock, innermost of all,
+	 * orders the alarm's settimes. */
+	pthread_t standby;
+	bool standby_started;
+	struct mtr_timerfd alarm;
+	struct mtr_lock alarm_lock;
+	_Atomic int64_t alarm_ns;
+	_Atomic uint32_t firer;
+	_Atomic uint64_t takeovers;
+
 	mtr_engine_config config;
 	mtr_engine_info info;
 
@@ -85,8 +97,17 @@ mtr_shard_of_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot)
 	return shard < engine->shard_count ? &engine->shards[shard] : NULL;
 }
 
-/* mtr_fire.c: the firing thread's callback for a clock's timerfd. */
+/* mtr_fire.c: the firing thread's callback for a clock's timerfd, and the
+ * standby's pass over every shard and clock while it holds the firing. */
 void mtr_fire_on_timerfd_(int fd, short what, void *arg);
+void mtr_fire_standby_pass_(mtr_engine *engine);
+
+/* mtr_standby.c */
+int mtr_standby_start_(mtr_engine *engine);
+void mtr_standby_join_(mtr_engine *engine);
+/* mtr_engine.c: a firing thread's end (the standby's copy in a forked
+ * child ends as the firing thread would). */
+void mtr_engine_thread_end_(mtr_engine *engine);
 
 /* mtr_teardown.c */
 void mtr_engine_drop_timers_(mtr_engine *engine);
@@ -151,6 +172,8 @@ void mtr_fork_unregister_(mtr_engine *engine);
  * glibc hands a dead thread's pthread_t to the next thread it creates.
  */
 extern _Thread_local mtr_engine *mtr_firing_engine_;
+/* mtr_fault.c: which of its engine's two firing threads it is. */
+extern _Thread_local enum mtr_firer mtr_firer_;
 
 /* mtr_fault.c: records @error, a descriptor failing under the engine or no
  * longer its own; the first error is the one kept. From then on no

@@ -11,6 +11,7 @@
 #include "mtr_engine_state.h"
 
 _Thread_local mtr_engine *mtr_firing_engine_;
+_Thread_local enum mtr_firer mtr_firer_;
 
 void
 mtr_engine_fault_(mtr_engine *engine, int error)

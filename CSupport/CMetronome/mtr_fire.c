@@ -5,7 +5,7 @@
  * A wake-up fires, in key order, every timer whose window has opened: it
  * takes them out of the heap into the shard's run list under the lock and
  * fires them from there, taking again when the list is done (mtr_run.c).
- * Each callback runs with the shard unlocked, named in shard->running
+ * Each callback runs with the shard unlocked, named in shard->callbacks
  * meanwhile; the decision to run it is taken under the lock, which is the
  * cancel guarantee's other half (mtr_timer.c): an entry whose timer was
  * cancelled or moved since the take is skipped. Then the timerfd is
@@ -147,17 +147,21 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 
 /*
  * The pass's next entry to fire, in key order, off the run list, which is
- * taken anew when done; false when nothing more of the pass is due, or the
- * engine is stopping or faulted. The engine may have unlocked to spin for
- * a top whose window is about to open.
+ * taken anew when done; false when nothing more of the pass is due, the
+ * engine is stopping or faulted, or @me no longer holds the firing
+ * (mtr_standby.c): what is left in the list is then the holder's. The
+ * engine may have unlocked to spin for a top whose window is about to
+ * open. The list's entries may be of another clock than @state's, left by
+ * a pass of the other thread.
  */
 static bool
 mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
-    uint64_t pass_order, struct mtr_heap_entry *out)
+    uint64_t pass_order, enum mtr_firer me, struct mtr_heap_entry *out)
 {
 	mtr_engine *engine = shard->engine;
 
-	while (!shard->stopping && atomic_load(&engine->fault) == 0) {
+	while (!shard->stopping && atomic_load(&engine->fault) == 0 &&
+	    atomic_load(&engine->firer) == me) {
 		const struct mtr_heap_entry *entry =
 		    mtr_run_next_locked_(&shard->run, shard->timers);
 		if (entry != NULL) {
@@ -185,24 +189,90 @@ mtr_shard_next_locked_(struct mtr_shard *shard, struct mtr_clock_state *state,
 }
 
 /*
- * One wake-up, in one shard: fire, in key order, every timer whose window
- * has opened, then re-arm the timerfd for the rest. @fired counts the
- * wake-up's firings over every shard. Each callback runs unlocked, and
+ * A firing of a timer whose callback the other thread is running waits for
+ * that callback's end: a timer's callbacks never overlap. Returns whether
+ * it deferred @entry.
+ */
+static bool
+mtr_shard_defer_locked_(struct mtr_shard *shard, enum mtr_firer me,
+    mtr_clock_id clock, struct mtr_heap_entry entry)
+{
+	struct mtr_callback *other = &shard->callbacks[MTR_FIRERS - 1 - me];
+	struct mtr_timer *timer = &shard->timers[entry.timer];
+	if (other->timer == 0 || other->timer !=
+	    mtr_timer_id_make_(shard, entry.timer, timer->generation))
+		return false;
+	other->deferred = true;
+	other->deferred_clock = clock;
+	other->deferred_entry = entry;
+	return true;
+}
+
+/*
+ * After @me's callback of @entry's timer: a cancel_sync waiting for it
+ * goes on, a destroy made meanwhile releases the context, a firing
+ * deferred behind it goes back into its heap (still due, it fires at the
+ * next pass), and the firing thread, back from a callback that overran,
+ * takes the firing back from its standby.
+ */
+static void
+mtr_shard_callback_ended_locked_(struct mtr_shard *shard, enum mtr_firer me,
+    uint32_t index, void *context)
+{
+	struct mtr_callback *callback = &shard->callbacks[me];
+
+	callback->timer = 0;
+	callback->ends++;
+	if (callback->waiters > 0) {
+		/* cancel_sync disarmed the timer and waits for this callback:
+		 * a re-arm made meanwhile, by the callback or a racing thread,
+		 * comes before that cancel and is undone with it. A timer
+		 * destroyed meanwhile is gone, and its slot may hold another. */
+		if (!callback->release)
+			mtr_queue_remove_locked_(shard, &shard->timers[index]);
+		callback->waiters = 0;
+		mtr_event_signal_(&shard->callback_done);
+	}
+	if (callback->deferred) {
+		struct mtr_heap_entry entry = callback->deferred_entry;
+		callback->deferred = false;
+		if (mtr_run_current_(&entry, shard->timers))
+			mtr_queue_add_locked_(shard, entry.timer,
+			    callback->deferred_clock,
+			    shard->timers[entry.timer].due_ns);
+	}
+	if (callback->release) {
+		callback->release = false;
+		mtr_shard_release_locked_(shard, context);
+	}
+	if (me == MTR_FIRER_THREAD && atomic_load(&shard->engine->firer) !=
+	    MTR_FIRER_THREAD) {
+		atomic_store(&shard->engine->firer, MTR_FIRER_THREAD);
+		mtr_queue_set_alarm_(shard->engine);
+	}
+}
+
+/*
+ * One pass, in one shard, by @me: fire, in key order, every timer whose
+ * window has opened, then re-arm the timerfd for the rest. @fired counts
+ * the wake-up's firings over every shard. Each callback runs unlocked, and
  * only while the engine has no fault (a call may have reported it since
- * the take); shard->running names it meanwhile so that cancel_sync can
+ * the take); shard->callbacks names it meanwhile so that cancel_sync can
  * wait for it and destroy can hand its context release to this thread.
  */
 static void
 mtr_shard_fire_due_locked_(struct mtr_shard *shard,
-    struct mtr_clock_state *state, uint64_t *fired)
+    struct mtr_clock_state *state, enum mtr_firer me, uint64_t *fired)
 {
 	mtr_engine *engine = shard->engine;
-	mtr_clock_id clock = state->set.clock;
 	uint64_t pass_order = shard->next_order;
 	struct mtr_heap_entry entry;
 
 	state->firing = true;
-	while (mtr_shard_next_locked_(shard, state, pass_order, &entry)) {
+	while (mtr_shard_next_locked_(shard, state, pass_order, me, &entry)) {
+		mtr_clock_id clock = shard->run.clock;
+		if (mtr_shard_defer_locked_(shard, me, clock, entry))
+			continue;
 		mtr_tick tick;
 		mtr_shard_commit_locked_(shard, clock, entry,
 		    mtr_clock_read_(clock), &tick);
@@ -210,35 +280,45 @@ mtr_shard_fire_due_locked_(struct mtr_shard *shard,
 			shard->counters.coalesced++;
 		shard->counters.batched += shard->run.bulk;
 		void *context = shard->timers[entry.timer].context;
-		shard->running = tick.timer;
+		shard->callbacks[me].timer = tick.timer;
+		shard->callbacks[me].since_ns = clock == MTR_CLOCK_MONOTONIC ?
+		    tick.fired_ns : mtr_clock_read_(MTR_CLOCK_MONOTONIC);
 
 		mtr_lock_give_(&shard->lock);
 		if (atomic_load(&engine->fault) == 0)
 			engine->config.on_fire(context, &tick);
 		mtr_lock_take_(&shard->lock);
 
-		shard->running = 0;
-		if (shard->running_waiters > 0) {
-			/* cancel_sync disarmed the timer and waits for this
-			 * callback: a re-arm made meanwhile, by the callback
-			 * or a racing thread, comes before that cancel and is
-			 * undone with it. A timer destroyed meanwhile is gone,
-			 * and its slot may hold another. */
-			if (!shard->release_running)
-				mtr_queue_remove_locked_(shard,
-				    &shard->timers[entry.timer]);
-			shard->running_waiters = 0;
-			mtr_event_signal_(&shard->callback_done);
-		}
-		if (shard->release_running) {
-			shard->release_running = false;
-			mtr_shard_release_locked_(shard, context);
+		mtr_shard_callback_ended_locked_(shard, me, entry.timer,
+		    context);
+	}
+	/* A list this thread gave up (the firing went to the other) is the
+	 * other's to finish; one a stop cut short, the stop's to drop. */
+	if (shard->run.next == shard->run.count)
+		mtr_run_end_(&shard->run);
+	state->firing = false;
+	mtr_timerset_shrink_locked_(&state->set,
+	    mtr_shard_kept_locked_(shard, state->set.clock));
+	mtr_queue_rearm_locked_(shard, state->set.clock);
+}
+
+/*
+ * The standby's pass while it holds the firing (mtr_standby.c): every
+ * shard and clock fires what is due, as a wake-up of each would.
+ */
+void
+mtr_fire_standby_pass_(mtr_engine *engine)
+{
+	uint64_t fired = 0;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		struct mtr_shard *shard = &engine->shards[s];
+		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+			mtr_lock_take_(&shard->lock);
+			mtr_shard_fire_due_locked_(shard, &shard->clocks[c],
+			    MTR_FIRER_STANDBY, &fired);
+			mtr_lock_give_(&shard->lock);
 		}
 	}
-	mtr_run_end_(&shard->run);
-	state->firing = false;
-	mtr_timerset_shrink_locked_(&state->set, 0);
-	mtr_queue_rearm_locked_(shard, clock);
 }
 
 /*
@@ -268,7 +348,7 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 	 * next timerfd_settime resets their count. The wall clock's read is
 	 * how the kernel reports a clock step. */
 	if (state->set.clock == MTR_CLOCK_REALTIME) {
-		if ((error = mtr_timerfd_ours_(state)) != 0) {
+		if ((error = mtr_timerfd_ours_(&state->timerfd)) != 0) {
 			mtr_engine_fault_(engine, error);
 			return;
 		}
@@ -308,7 +388,7 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 	uint64_t fired = 0;
 	/* it has expired */
 	atomic_store_explicit(&state->armed_ns, INT64_MAX, memory_order_relaxed);
-	mtr_shard_fire_due_locked_(shard, state, &fired);
+	mtr_shard_fire_due_locked_(shard, state, MTR_FIRER_THREAD, &fired);
 	mtr_lock_give_(&shard->lock);
 
 	/* The wake-up serves every shard: each fires what is due on this
@@ -323,9 +403,9 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 			continue;
 		mtr_lock_take_(&other->lock);
 		mtr_shard_fire_due_locked_(other,
-		    &other->clocks[state->set.clock], &fired);
+		    &other->clocks[state->set.clock], MTR_FIRER_THREAD, &fired);
 		mtr_lock_give_(&other->lock);
 	}
-	if ((error = mtr_timerfd_ours_(state)) != 0)
+	if ((error = mtr_timerfd_ours_(&state->timerfd)) != 0)
 		mtr_engine_fault_(engine, error);
 }

@@ -94,9 +94,11 @@ mtr_fork_child_(void)
 		for (uint32_t s = 0; s < e->shard_count; s++) {
 			struct mtr_shard *shard = &e->shards[s];
 			shard->stopping = true;
-			if (!copy)
-				shard->running = 0;
-			shard->running_waiters = 0;
+			for (int f = 0; f < MTR_FIRERS; f++) {
+				if (!copy || f != (int)mtr_firer_)
+					shard->callbacks[f].timer = 0;
+				shard->callbacks[f].waiters = 0;
+			}
 			mtr_lock_give_unannounced_(&shard->lock);
 		}
 		pthread_mutex_unlock(&e->lock);

@@ -38,13 +38,13 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 
 	if (engine->inherited)
 		return;
-	int error = mtr_timerfd_ours_(state);
+	int error = mtr_timerfd_ours_(&state->timerfd);
 	if (error != 0) {
 		mtr_engine_fault_(engine, error);
 		return;
 	}
 	memset(&spec, 0, sizeof(spec));
-	spec.it_interval = state->signature;
+	spec.it_interval = state->timerfd.signature;
 	if (target_ns != INT64_MAX) {
 		/* it_value 0 would disarm; a past deadline must still fire. */
 		if (target_ns < 1)
@@ -54,7 +54,7 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 	}
 	if (state->set.clock == MTR_CLOCK_REALTIME)
 		flags |= TFD_TIMER_CANCEL_ON_SET;
-	while (timerfd_settime(state->fd, flags, &spec, NULL) != 0) {
+	while (timerfd_settime(state->timerfd.fd, flags, &spec, NULL) != 0) {
 		if (errno == ECANCELED) {
 			state->shard->counters.clock_steps++;
 			/* Armed all the same: steps that keep coming end no
@@ -80,6 +80,97 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 	 * other. */
 	atomic_store(&state->armed_ns, target_ns);
 	mtr_engine_interrupt_spin_(engine, NULL);
+	mtr_queue_set_alarm_(engine);
+}
+
+/* Sets the alarm to @target_ns, a monotonic time, or disarms it for
+ * INT64_MAX, once it has checked that it is still the engine's. */
+static void
+mtr_queue_alarm_at_locked_(mtr_engine *engine, int64_t target_ns)
+{
+	struct itimerspec spec = { .it_interval = engine->alarm.signature };
+
+	if (target_ns == atomic_load(&engine->alarm_ns))
+		return;
+	int error = mtr_timerfd_ours_(&engine->alarm);
+	if (error != 0) {
+		mtr_engine_fault_(engine, error);
+		return;
+	}
+	if (target_ns != INT64_MAX) {
+		if (target_ns < 1)
+			target_ns = 1;
+		spec.it_value.tv_sec = target_ns / MTR_NS_PER_S;
+		spec.it_value.tv_nsec = target_ns % MTR_NS_PER_S;
+	}
+	if (timerfd_settime(engine->alarm.fd, TFD_TIMER_ABSTIME, &spec,
+	    NULL) != 0) {
+		mtr_engine_fault_(engine, errno);
+		return;
+	}
+	atomic_store(&engine->alarm_ns, target_ns);
+}
+
+/*
+ * The standby's alarm: the earliest expiry of the engine's timerfds, read
+ * on the monotonic clock, and while the firing thread holds the firing,
+ * MTR_OVERRUN_NS later. The firing thread re-arms at the end of every
+ * pass, which moves the alarm on, so it rings only when that thread is
+ * still in a pass an overrun after a wake-up was due; while the standby
+ * fires, it rings at each expiry. It never sleeps longer than the watch's
+ * second: a read that a sweep left waiting on a disarmed timerfd would
+ * never return.
+ */
+void
+mtr_queue_set_alarm_(mtr_engine *engine)
+{
+	int64_t now_ns[MTR_CLOCK_COUNT] = { 0 };
+	int64_t monotonic_ns = mtr_clock_read_(MTR_CLOCK_MONOTONIC);
+	int64_t earliest_ns = monotonic_ns + MTR_NS_PER_S;
+
+	if (engine->inherited || engine->alarm.fd < 0)
+		return;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
+			int64_t armed_ns = atomic_load(
+			    &engine->shards[s].clocks[c].armed_ns);
+			if (armed_ns == INT64_MAX)
+				continue;
+			if (c != MTR_CLOCK_MONOTONIC) {
+				if (now_ns[c] == 0)
+					now_ns[c] = mtr_clock_read_(
+					    (mtr_clock_id)c) - monotonic_ns;
+				armed_ns = armed_ns < INT64_MIN / 2 + now_ns[c] ?
+				    armed_ns : armed_ns - now_ns[c];
+			}
+			if (armed_ns < earliest_ns)
+				earliest_ns = armed_ns;
+		}
+	}
+	if (atomic_load(&engine->firer) == MTR_FIRER_THREAD &&
+	    earliest_ns < monotonic_ns + MTR_NS_PER_S)
+		earliest_ns += MTR_OVERRUN_NS;
+	mtr_lock_take_(&engine->alarm_lock);
+	mtr_queue_alarm_at_locked_(engine, earliest_ns);
+	mtr_lock_give_(&engine->alarm_lock);
+}
+
+void
+mtr_queue_alarm_at_(mtr_engine *engine, int64_t target_ns)
+{
+	if (engine->inherited || engine->alarm.fd < 0)
+		return;
+	mtr_lock_take_(&engine->alarm_lock);
+	mtr_queue_alarm_at_locked_(engine, target_ns);
+	mtr_lock_give_(&engine->alarm_lock);
+}
+
+void
+mtr_queue_ring_alarm_(mtr_engine *engine)
+{
+	/* Whatever it was set to, it is set again. */
+	atomic_store(&engine->alarm_ns, 0);
+	mtr_queue_alarm_at_(engine, 1);
 }
 
 static int64_t

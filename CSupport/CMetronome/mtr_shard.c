@@ -35,7 +35,7 @@ mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index,
 	    MTR_MAX_TIMERS;
 	shard->free_head = MTR_NOT_ARMED;
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		shard->clocks[c].fd = -1;
+		shard->clocks[c].timerfd.fd = -1;
 		shard->clocks[c].shard = shard;
 		shard->clocks[c].armed_ns = INT64_MAX;
 		mtr_timerset_init_(&shard->clocks[c].set, (mtr_clock_id)c);
@@ -292,7 +292,7 @@ mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out)
 #define MTR_SIGNATURE_BASE_S INT64_C(3155760000) /* a century */
 
 int
-mtr_timerfd_open_(struct mtr_clock_state *state)
+mtr_timerfd_open_(struct mtr_timerfd *timerfd, mtr_clock_id clock, int flags)
 {
 	static _Atomic uint32_t signed_count;
 	uint64_t mark = ((uint64_t)getpid() << 32) |
@@ -301,41 +301,45 @@ mtr_timerfd_open_(struct mtr_clock_state *state)
 	    .tv_sec = MTR_SIGNATURE_BASE_S + (int64_t)(mark / MTR_NS_PER_S),
 	    .tv_nsec = (long)(mark % MTR_NS_PER_S) } };
 
-	state->fd = timerfd_create(mtr_clock_posix_(state->set.clock),
-	    TFD_NONBLOCK | TFD_CLOEXEC);
-	if (state->fd < 0)
+	timerfd->fd = timerfd_create(mtr_clock_posix_(clock), flags);
+	if (timerfd->fd < 0)
 		return errno;
-	state->signature = spec.it_interval;
-	return timerfd_settime(state->fd, 0, &spec, NULL) == 0 ? 0 : errno;
+	timerfd->signature = spec.it_interval;
+	return timerfd_settime(timerfd->fd, 0, &spec, NULL) == 0 ? 0 : errno;
 }
 
 int
-mtr_timerfd_ours_(const struct mtr_clock_state *state)
+mtr_timerfd_ours_(const struct mtr_timerfd *timerfd)
 {
 	struct itimerspec current;
 
-	if (state->fd < 0)
+	if (timerfd->fd < 0)
 		return EBADF;
-	if (timerfd_gettime(state->fd, &current) != 0)
+	if (timerfd_gettime(timerfd->fd, &current) != 0)
 		return errno;
-	return current.it_interval.tv_sec == state->signature.tv_sec &&
-	    current.it_interval.tv_nsec == state->signature.tv_nsec ? 0 : EBADF;
+	return current.it_interval.tv_sec == timerfd->signature.tv_sec &&
+	    current.it_interval.tv_nsec == timerfd->signature.tv_nsec ?
+	    0 : EBADF;
+}
+
+bool
+mtr_timerfd_close_(struct mtr_timerfd *timerfd)
+{
+	if (timerfd->fd < 0)
+		return true;
+	bool ours = mtr_timerfd_ours_(timerfd) == 0;
+	if (ours)
+		close(timerfd->fd);
+	timerfd->fd = -1;
+	return ours;
 }
 
 bool
 mtr_shard_close_fds_(struct mtr_shard *shard)
 {
 	bool all_ours = true;
-	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
-		struct mtr_clock_state *state = &shard->clocks[c];
-		if (state->fd < 0)
-			continue;
-		if (mtr_timerfd_ours_(state) == 0)
-			close(state->fd);
-		else
-			all_ours = false;
-		state->fd = -1;
-	}
+	for (int c = 0; c < MTR_CLOCK_COUNT; c++)
+		all_ours &= mtr_timerfd_close_(&shard->clocks[c].timerfd);
 	return all_ours;
 }
 

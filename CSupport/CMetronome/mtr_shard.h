@@ -14,14 +14,48 @@
 
 struct event;
 
+/*
+ * A timerfd the engine opened, known by its signature: what the engine
+ * stores in its interval, which it never fires on (mtr_timerfd_ours_).
+ */
+struct mtr_timerfd {
+	int fd;
+	struct timespec signature;
+};
+
+/*
+ * A callback that one of the engine's two firing threads runs in a shard,
+ * the firing thread's or its standby's (mtr_standby.c), each named by its
+ * index (mtr_firer).
+ */
+struct mtr_callback {
+	mtr_timer_id timer;     /* the timer whose callback runs, or 0 */
+	int64_t since_ns;       /* CLOCK_MONOTONIC when it began */
+	uint32_t ends;          /* callbacks this thread ended here */
+	/* cancel_sync callers waiting for it: it leaves its timer disarmed
+	 * when it returns (mtr_fire.c). */
+	uint32_t waiters;
+	bool release;           /* its timer was destroyed while it ran */
+	void *released_context; /* then: its context, for a forked child */
+	/* A firing of the same timer that the other thread met meanwhile: a
+	 * timer's callbacks never overlap, so it waits for this one to end,
+	 * and keeps its room in its clock's heap meanwhile. */
+	bool deferred;
+	mtr_clock_id deferred_clock;
+	struct mtr_heap_entry deferred_entry;
+};
+
+enum mtr_firer {
+	MTR_FIRER_THREAD = 0,  /* the engine's firing thread */
+	MTR_FIRER_STANDBY = 1, /* its standby, while the firing thread overruns */
+	MTR_FIRERS = 2,
+};
+
 struct mtr_clock_state {
 	struct mtr_timerset set;
 	struct event *event;
 	struct mtr_shard *shard;
-	int fd;
-	/* What the engine stores in its timerfd's interval, which it never
-	 * fires on, to know the descriptor as its own (mtr_timerfd_ours_). */
-	struct timespec signature;
+	struct mtr_timerfd timerfd;
 	bool firing;      /* the firing thread is in a pass of this clock */
 	/* When the timerfd expires; INT64_MAX if disarmed, which is also how
 	 * a key of INT64_MAX (292 years) arms it: never, as it would be.
@@ -62,12 +96,7 @@ struct mtr_shard {
 	struct mtr_run run;     /* of the clock being fired; one at a time */
 	mtr_counters counters;  /* this shard's; the engine's are their sum */
 
-	mtr_timer_id running;   /* the timer whose callback runs, or 0 */
-	bool release_running;   /* it was destroyed while running */
-	void *released_context; /* then: its context, for a forked child */
-	/* cancel_sync callers waiting for the running callback: it leaves
-	 * its timer disarmed when it returns (mtr_fire.c). */
-	uint32_t running_waiters;
+	struct mtr_callback callbacks[MTR_FIRERS];
 	/* A copy of the engine's, set under this lock, so that timer
 	 * operations need no other. */
 	bool stopping;
@@ -106,11 +135,40 @@ void mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine,
 /* The shard the calling thread creates its timers in. */
 struct mtr_shard *mtr_shard_home_(struct mtr_shard *shards, uint32_t count);
 void mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out);
-/* Opens @state's timerfd and signs it: 0, or the errno that refused it. */
-int mtr_timerfd_open_(struct mtr_clock_state *state);
-/* 0 when @state's descriptor is still the timerfd the engine opened, else
- * the errno that says it is not (EBADF for another's timerfd). */
-int mtr_timerfd_ours_(const struct mtr_clock_state *state);
+/* Opens a timerfd on @clock and signs it: 0, or the errno that refused it.
+ * @flags: timerfd_create's. */
+int mtr_timerfd_open_(struct mtr_timerfd *timerfd, mtr_clock_id clock,
+    int flags);
+/* 0 when the descriptor is still the timerfd the engine opened, else the
+ * errno that says it is not (EBADF for another's timerfd). */
+int mtr_timerfd_ours_(const struct mtr_timerfd *timerfd);
+/* Closes the timerfd if it is still the engine's; returns whether it was. */
+bool mtr_timerfd_close_(struct mtr_timerfd *timerfd);
+
+/* The entries @clock's heap keeps room for besides its own: those still in
+ * the run list, and those deferred behind a running callback. Each may come
+ * back, and with its room kept, putting it back never allocates. */
+static inline uint32_t
+mtr_shard_kept_locked_(const struct mtr_shard *shard, mtr_clock_id clock)
+{
+	uint32_t kept = mtr_run_kept_(&shard->run, clock);
+	for (int f = 0; f < MTR_FIRERS; f++) {
+		const struct mtr_callback *callback = &shard->callbacks[f];
+		kept += callback->deferred && callback->deferred_clock == clock;
+	}
+	return kept;
+}
+
+/* The callback record of @id's running callback, or NULL. */
+static inline struct mtr_callback *
+mtr_shard_running_locked_(struct mtr_shard *shard, mtr_timer_id id)
+{
+	for (int f = 0; f < MTR_FIRERS; f++) {
+		if (shard->callbacks[f].timer == id)
+			return &shard->callbacks[f];
+	}
+	return NULL;
+}
 /* Closes what is still the shard's own of its timerfds; returns whether
  * all of them were. */
 bool mtr_shard_close_fds_(struct mtr_shard *shard);

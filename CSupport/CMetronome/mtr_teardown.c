@@ -42,11 +42,16 @@ mtr_shard_drop_timers_(struct mtr_shard *shard)
 {
 	mtr_lock_take_(&shard->lock);
 	mtr_shard_disarm_all_locked_(shard);
-	if (shard->release_running) {
-		/* Only in a forked child: the parent's firing thread was to
-		 * release it when the callback returned. */
-		shard->release_running = false;
-		mtr_shard_release_locked_(shard, shard->released_context);
+	for (int f = 0; f < MTR_FIRERS; f++) {
+		struct mtr_callback *callback = &shard->callbacks[f];
+		if (callback->release) {
+			/* Only in a forked child: the parent's thread was to
+			 * release it when the callback returned. */
+			callback->release = false;
+			mtr_shard_release_locked_(shard,
+			    callback->released_context);
+		}
+		callback->deferred = false;
 	}
 	for (uint32_t index = 0; index < shard->timer_high_water; index++) {
 		struct mtr_timer *timer = &shard->timers[index];
@@ -91,6 +96,7 @@ mtr_engine_free_(mtr_engine *engine)
 	mtr_fork_unregister_(engine);
 	for (uint32_t s = 0; s < engine->shard_count; s++)
 		own &= mtr_shard_close_fds_(&engine->shards[s]);
+	own &= mtr_timerfd_close_(&engine->alarm);
 	if (own) {
 		for (uint32_t s = 0; s < engine->shard_count; s++)
 			mtr_shard_free_events_(&engine->shards[s]);

@@ -4,7 +4,7 @@
  * Every request takes its timer's shard lock and edits that shard's queue
  * directly (mtr_queue.c); nothing waits for the firing thread. The firing
  * thread decides under the same lock which callback to run and records it
- * in shard->running before unlocking, so once cancel returns no new
+ * in shard->callbacks before unlocking, so once cancel returns no new
  * callback can start: the only callback that may still run is one already
  * committed (and cancel_sync waits for that one). Ids carry the slot's
  * generation, so an id used after destroy is refused instead of touching a
@@ -90,7 +90,7 @@ mtr_timer_lock_(mtr_engine *engine, mtr_timer_id id, uint32_t *slot,
  * @out_renamed (mtr_timer_move) the timer takes a new id as well: still odd,
  * so allocated; or, when its slot's ids are spent, a fresh slot, and the
  * old one retires. A callback already begun keeps the old name, and so does
- * shard->running until a destroy of the new one must find it running.
+ * its callback record until a destroy of the new one must find it running.
  */
 static int
 mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
@@ -128,8 +128,10 @@ mtr_timer_arm_(mtr_engine *engine, mtr_timer_id id, mtr_clock_id clock,
 			timer->generation += 2;
 		*out_renamed = mtr_timer_id_make_(shard, slot,
 		    timer->generation);
-		if (shard->running == id)
-			shard->running = *out_renamed;
+		struct mtr_callback *running =
+		    mtr_shard_running_locked_(shard, id);
+		if (running != NULL)
+			running->timer = *out_renamed;
 	}
 	mtr_lock_give_(&shard->lock);
 	return rc;
@@ -211,16 +213,18 @@ mtr_timer_cancel_sync(mtr_engine *engine, mtr_timer_id id)
 		return EINVAL;
 	/* A firing thread never waits (mtr_engine_shut_ says why). The wait
 	 * holds the engine: a callback may destroy it meanwhile, and then
-	 * this thread may be the last to let go. The callback running is this
-	 * timer's, and callbacks run one at a time: the shard's next callback
-	 * end is its end, even should it move its timer meanwhile, which
-	 * renames shard->running; and that end disarms the timer again
-	 * (mtr_fire.c), so a re-arm made meanwhile does not outlive this
-	 * call. */
-	if (shard->running == id && mtr_firing_engine_ == NULL) {
+	 * this thread may be the last to let go. It lasts until the callback
+	 * record's count of ends moves, even should the callback move its
+	 * timer meanwhile, which renames the record's timer; and that end
+	 * disarms the timer again (mtr_fire.c), so a re-arm made meanwhile
+	 * does not outlive this call. */
+	struct mtr_callback *running = mtr_shard_running_locked_(shard, id);
+	if (running != NULL && mtr_firing_engine_ == NULL) {
+		uint32_t ends = running->ends;
 		mtr_engine_hold_(engine);
-		shard->running_waiters++;
-		mtr_event_wait_(&shard->callback_done, &shard->lock);
+		running->waiters++;
+		while (running->ends == ends)
+			mtr_event_wait_(&shard->callback_done, &shard->lock);
 		waited = true;
 	}
 	mtr_lock_give_(&shard->lock);
@@ -240,11 +244,12 @@ mtr_timer_destroy(mtr_engine *engine, mtr_timer_id id)
 	    &timer);
 	if (shard == NULL)
 		return EINVAL;
-	if (shard->running == id) {
-		/* The firing thread holds the context for the running callback
-		 * and releases it when that returns. */
-		shard->release_running = true;
-		shard->released_context = timer->context;
+	struct mtr_callback *running = mtr_shard_running_locked_(shard, id);
+	if (running != NULL) {
+		/* The thread running the callback holds the context and
+		 * releases it when that returns. */
+		running->release = true;
+		running->released_context = timer->context;
 	} else {
 		release = timer->context;
 		must_release = true;

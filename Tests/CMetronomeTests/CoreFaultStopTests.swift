@@ -150,8 +150,9 @@ extension CoreContractTests {
                 let before = Fault.timerfds(onClock: CLOCK_MONOTONIC)
                 guard let (engine, id) = FaultStopping.makeEngine(shards: 1) else { return 2 }
                 let mine = Fault.timerfds(onClock: CLOCK_MONOTONIC).filter { !before.contains($0) }
-                guard mine.count == 1 else { return 2 }
-                close(mine[0])
+                // The engine's monotonic timerfd, and its standby's alarm.
+                guard !mine.isEmpty else { return 2 }
+                for fd in mine { close(fd) }
                 let armed = mtr_timer_arm_once(engine, id, .MTR_CLOCK_MONOTONIC, Time.monotonic(), 0)
                 guard FaultStopping.stoppedItself(engine) else { return 3 }
                 guard armed == ESHUTDOWN else { return 4 }

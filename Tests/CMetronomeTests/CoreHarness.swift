@@ -253,6 +253,16 @@ final class Probe: @unchecked Sendable {
         return rc
     }
 
+    /// Arms a repeating schedule with a missed-deadline policy (`mtr_timer_move_policy`)
+    /// and, on success, names the timer by its new id.
+    func repeating(start: Int64, period: Int64, policy: mtr_missed_policy) -> Int32 {
+        var moved: mtr_timer_id = 0
+        let rc = mtr_timer_move_policy(
+            engine.handle, id, .MTR_CLOCK_MONOTONIC, start, period, 0, policy, &moved)
+        if rc == 0 { id = moved }
+        return rc
+    }
+
     func cancel() -> Int32 { mtr_timer_cancel(engine.handle, id) }
     func cancelSync() -> Int32 { mtr_timer_cancel_sync(engine.handle, id) }
     func destroy() -> Int32 { mtr_timer_destroy(engine.handle, id) }
@@ -274,12 +284,16 @@ final class Engine: @unchecked Sendable {
 
     var handle: OpaquePointer { ref.handle }
 
+    /// An engine for a contract test. Without `standby`, one thread fires every callback, so a
+    /// callback that blocks holds the whole engine, as many tests need; the standby's own
+    /// suite (`CoreStandbyTests`) turns it on.
     init(
         spinNs: Int64 = 0, realtimePriority: Int32 = 0, cpu: Int32 = -1, lateThresholdNs: Int64? = nil,
-        shards: UInt32 = 1, expectedTimers: Int = 0
+        shards: UInt32 = 1, expectedTimers: Int = 0, standby: Bool = false
     ) throws {
         var config = mtr_engine_config()
         mtr_engine_config_init(&config)
+        config.no_standby = !standby
         // A NULL context (a test may create such a timer) has nothing to record.
         config.on_fire = { context, tick in
             guard let context else { return }

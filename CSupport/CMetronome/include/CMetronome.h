@@ -49,6 +49,7 @@
 #ifndef CMETRONOME_H
 #define CMETRONOME_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #pragma clang assume_nonnull begin
@@ -121,6 +122,9 @@ enum {
 	MTR_THREAD_NAME_MAX = 16,
 	/* The most shards an engine splits its timers into. */
 	MTR_SHARDS_MAX = 64,
+	/* How long a callback runs before the standby fires the engine's
+	 * other timers (mtr_engine_config.no_standby). */
+	MTR_OVERRUN_MS = 2,
 };
 
 /* A field of mtr_engine_config, as mtr_engine_config_check() names it. */
@@ -169,6 +173,12 @@ typedef struct mtr_engine_config {
 	 * period, say) fires at the next, so that no clock or shard keeps the
 	 * firing thread from the others. */
 	uint32_t shards;
+	/* false (the default): a second thread and a timerfd stand by to
+	 * fire the engine's timers while a callback runs past
+	 * MTR_OVERRUN_MS, so that a callback that blocks holds up no other
+	 * timer for longer (mtr_counters.takeovers). true: one thread, whose
+	 * callback that blocks holds up every other timer until it returns. */
+	bool no_standby;
 } mtr_engine_config;
 
 /* Fills @config with the defaults: no callbacks, no RT priority, no
@@ -198,6 +208,9 @@ typedef struct mtr_counters {
 	uint64_t timers;         /* timers created and not yet destroyed */
 	uint64_t batched;        /* firings of a burst's bulk take (mtr_run.c) */
 	uint64_t memory_bytes;   /* held for timers, heaps and run lists */
+	/* Times a callback of the firing thread ran past MTR_OVERRUN_MS and
+	 * the standby fired the engine's timers meanwhile. */
+	uint64_t takeovers;
 } mtr_counters;
 
 /* How the firing thread's requested settings turned out. Each *_error is 0
@@ -225,8 +238,9 @@ typedef struct mtr_engine_info {
  * A refused SCHED_FIFO priority or CPU affinity is not an error: the engine
  * runs without it and mtr_engine_get_info() reports why.
  *
- * An engine needs six descriptors: one timerfd per clock, an epoll
- * instance and a pipe; each shard after the first, three more timerfds.
+ * An engine needs seven descriptors: one timerfd per clock, an epoll
+ * instance and a pipe, and the standby's timerfd (none with no_standby);
+ * each shard after the first, three more timerfds.
  * The engine holds the last three before libevent makes its epoll
  * instance and pipe, and libevent ends the process when the pipe fails:
  * should another thread take those descriptors in between, or the

@@ -41,6 +41,50 @@ enum StressEdgeChildren {
         return eventually(timeout: .seconds(5), { live.liveCount == 0 }) ? 0 : 11
     }
 
+    /// Closes every timerfd of the process under a running engine, and a second engine takes
+    /// their numbers: the first must refuse its arms rather than move the second's timerfds
+    /// (exit 20 if none was refused in 5 s), the second's one-shot due in 100 ms must fire
+    /// (exit 21 if not in 5 s), the first's shutdown must leave the second's descriptors
+    /// alone, so that the second fires again after it (exit 22), and every context of the
+    /// first is released (exit 23).
+    static func descriptorReuse() -> Int32 {
+        guard let first = try? TimerEngine() else { return 0 }
+        let live = StressLiveObjects()
+        var timers: [SafeDispatchTimer] = []
+        for _ in 0..<8 {
+            let timer = SafeDispatchTimer(backend: .engine(first))
+            let context = StressHandlerContext(token: 0, repeating: true, live: live)
+            timer.schedule(deadline: .now() + .milliseconds(1), repeating: .milliseconds(1)) { _ in
+                withExtendedLifetime(context) {}
+            }
+            timers.append(timer)
+        }
+        self.closeTimerDescriptors()
+        guard let second = try? TimerEngine() else { return 0 }
+        let fired = Atomic<Int>(0)
+        let probe = SafeDispatchTimer(backend: .engine(second))
+        probe.schedule(deadline: .now() + .milliseconds(100)) { _ in fired.add(1, ordering: .relaxed) }
+        let giveUp = MonotonicTime.now() + 5_000_000_000
+        var refused = false
+        while !refused && MonotonicTime.now() < giveUp {
+            do {
+                // A new earliest wake-up for the first engine: a settime on its number.
+                try SafeDispatchTimer(backend: .engine(first)).start(after: .microseconds(1)) { _ in }
+                usleep(1_000)
+            } catch {
+                refused = true
+            }
+        }
+        guard refused else { return 20 }
+        guard eventually(timeout: .seconds(5), { fired.load(ordering: .relaxed) == 1 }) else { return 21 }
+        first.syncShutdown()
+        timers = []
+        probe.schedule(deadline: .now()) { _ in fired.add(1, ordering: .relaxed) }
+        guard eventually(timeout: .seconds(5), { fired.load(ordering: .relaxed) == 2 }) else { return 22 }
+        second.syncShutdown()
+        return eventually(timeout: .seconds(5), { live.liveCount == 0 }) ? 0 : 23
+    }
+
     /// Closes each descriptor `/proc/self/fd` names as a timerfd.
     private static func closeTimerDescriptors() {
         guard let directory = opendir("/proc/self/fd") else { return }

@@ -7,24 +7,25 @@ import Synchronization
 
 /// `metronome stress`'s edges of an engine's life: `start(...)` and the deadline helper
 /// racing `shutdown()`, one-shots due at once and the `armed` counter, and, each in a child
-/// process with a bound (``StressChild``), an engine whose timerfds are closed under it and
-/// a fork inside a release callback; processes spawned from a handler must stop on SIGTERM.
+/// process with a bound (``StressChild``), an engine whose timerfds are closed under it, the
+/// same with their numbers then taken by another engine, and a fork inside a release callback; processes spawned from a handler must stop on SIGTERM.
 ///
 /// Most steps arm a one-shot due at once on the subject's own engine, or cancel one; at the
 /// end, once every one of them fired or was cancelled, the engine counts none armed.
 final class StressEdgesSubject: StressSubject {
     enum Operation: String, CaseIterable {
         case armDueNow, startRacesShutdown, deadlineRacesShutdown, oneShotsSettle
-        case descriptorSweep, forkInRelease, spawnFromHandler
+        case descriptorSweep, descriptorReuse, forkInRelease, spawnFromHandler
 
         /// Out of every 100,000 operations.
         var weight: Int {
             switch self {
-            case .armDueNow: 99_840
+            case .armDueNow: 99_835
             case .startRacesShutdown: 60
             case .deadlineRacesShutdown: 60
             case .oneShotsSettle: 25
             case .descriptorSweep: 5
+            case .descriptorReuse: 5
             case .forkInRelease: 5
             case .spawnFromHandler: 5
             }
@@ -81,6 +82,7 @@ final class StressEdgesSubject: StressSubject {
         case .deadlineRacesShutdown: self.deadlineRacesShutdown()
         case .oneShotsSettle: self.oneShotsSettle(&random)
         case .descriptorSweep: self.inChild(.descriptorSweep, StressEdgeChildren.descriptorSweep)
+        case .descriptorReuse: self.inChild(.descriptorReuse, StressEdgeChildren.descriptorReuse)
         case .forkInRelease: self.inChild(.forkInRelease, StressEdgeChildren.forkInRelease)
         case .spawnFromHandler: self.spawnFromHandler(&random)
         }

@@ -60,6 +60,7 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
     /// After its timerfds were closed under it, an engine kept accepting timers, hung its
     /// shutdown, or lost or doubled a context's release (the child process says which).
     case descriptorSweep = "descriptor_sweep"
+    case descriptorReuse = "descriptor_reuse"
     /// A fork inside a release callback crashed or hung the child or the parent.
     case forkInRelease = "fork_in_release"
     /// A process spawned from a handler outlived a SIGTERM by more than two seconds.
@@ -97,6 +98,7 @@ enum StressInvariant: String, CaseIterable, Codable, Sendable {
         case .wrongShutdownError: "call on a stopping engine: error ≠ engineShutDown"
         case .armedAfterSettled: "armed ≠ 0 once every one-shot settled"
         case .descriptorSweep: "engine ran on or hung after its timerfds closed"
+        case .descriptorReuse: "engine took another engine's descriptors, reused after a sweep, for its own"
         case .forkInRelease: "fork in a release callback crashed or hung"
         case .spawnIgnoresSigterm: "process spawned from a handler ignored SIGTERM"
         case .expiredTwice: "value expired twice"

@@ -1,0 +1,125 @@
+/*
+ * The standby: a second thread per engine that fires the engine's timers
+ * while the firing thread runs a callback that overran (a handler that
+ * blocks: a log flush, a lock held too long, a name lookup), so that one
+ * handler holds up no other timer for more than MTR_OVERRUN_NS and a wake-up.
+ * A handler that returns promptly runs on the firing thread as ever.
+ *
+ * It sleeps in a read of its alarm, a timerfd that the firing thread moves
+ * on at the end of every pass (mtr_queue_set_alarm_), an overrun past the
+ * next expiry: the alarm rings only when that thread is late. Then, if the
+ * firing thread is in a callback that began an overrun ago, the standby
+ * takes the firing (engine->firer): it fires what is due in every shard
+ * and clock, and its alarm rings at each expiry from then on. The firing
+ * thread takes the firing back when its callback returns, and the standby
+ * lets go after its own callback, if it is in one; only the holder starts
+ * callbacks, and a timer whose callback one thread runs fires on the
+ * other only after it (mtr_fire.c). Counted in takeovers.
+ *
+ * What it does not cover: a second handler that blocks while the first
+ * still does (on the standby itself) holds the rest up until one returns.
+ * Go's runtime hands a blocked thread's processor to another in the same
+ * way, and starts as many threads as it needs; one standby covers the
+ * case of one slow handler at a time.
+ */
+#include "mtr_engine_state.h"
+#include "mtr_queue.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+/* When the firing thread's running callback overruns (CLOCK_MONOTONIC),
+ * or INT64_MAX when it runs none. */
+static int64_t
+mtr_standby_overrun_at_(mtr_engine *engine)
+{
+	int64_t at_ns = INT64_MAX;
+	for (uint32_t s = 0; s < engine->shard_count; s++) {
+		struct mtr_shard *shard = &engine->shards[s];
+		struct mtr_callback *callback =
+		    &shard->callbacks[MTR_FIRER_THREAD];
+		mtr_lock_take_(&shard->lock);
+		if (callback->timer != 0 &&
+		    callback->since_ns + MTR_OVERRUN_NS < at_ns)
+			at_ns = callback->since_ns + MTR_OVERRUN_NS;
+		mtr_lock_give_(&shard->lock);
+	}
+	return at_ns;
+}
+
+static void *
+mtr_standby_thread_(void *arg)
+{
+	mtr_engine *engine = arg;
+	uint64_t expirations;
+
+	mtr_firing_engine_ = engine;
+	mtr_firer_ = MTR_FIRER_STANDBY;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	mtr_queue_set_alarm_(engine);
+	for (;;) {
+		int error = mtr_timerfd_ours_(&engine->alarm);
+		if (error == 0 && read(engine->alarm.fd, &expirations,
+		    sizeof(expirations)) < 0 && errno != EINTR)
+			error = errno;
+		if (error != 0)
+			mtr_engine_fault_(engine, error);
+		if (engine->inherited ||
+		    atomic_load(&engine->stopping) ||
+		    atomic_load(&engine->fault) != 0)
+			break;
+		/* Rung: whatever it was set to, it is set again below. */
+		atomic_store(&engine->alarm_ns, 0);
+		if (atomic_load(&engine->firer) == MTR_FIRER_THREAD) {
+			/* Rung before the callback overran, or while the thread
+			 * is late between callbacks (a busy machine): look again
+			 * when it overruns, or an overrun on. */
+			int64_t now_ns = mtr_clock_read_(MTR_CLOCK_MONOTONIC);
+			int64_t overrun_ns = mtr_standby_overrun_at_(engine);
+			if (overrun_ns > now_ns) {
+				mtr_queue_alarm_at_(engine,
+				    overrun_ns != INT64_MAX ? overrun_ns :
+				    now_ns + MTR_OVERRUN_NS);
+				continue;
+			}
+			atomic_store(&engine->firer, MTR_FIRER_STANDBY);
+			atomic_fetch_add(&engine->takeovers, 1);
+		}
+		pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
+		mtr_fire_standby_pass_(engine);
+		sigset_t all;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, NULL);
+		mtr_queue_set_alarm_(engine);
+	}
+	/* In a forked child, a copy of the standby back from the callback
+	 * that forked ends the engine as a copy of the firing thread would. */
+	if (engine->inherited)
+		mtr_engine_thread_end_(engine);
+	return NULL;
+}
+
+/* Starts the standby; the caller has blocked every signal, as for the
+ * firing thread. */
+int
+mtr_standby_start_(mtr_engine *engine)
+{
+	int rc = pthread_create(&engine->standby, NULL, mtr_standby_thread_,
+	    engine);
+	engine->standby_started = rc == 0;
+	return rc;
+}
+
+/* Rings the alarm, which a stopping engine's standby leaves its loop on,
+ * and waits for it. The firing thread joins it on its way out: the standby
+ * may be in a callback, which a stop waits for as for the firing thread's. */
+void
+mtr_standby_join_(mtr_engine *engine)
+{
+	if (!engine->standby_started || engine->inherited)
+		return;
+	mtr_queue_ring_alarm_(engine);
+	pthread_join(engine->standby, NULL);
+	engine->standby_started = false;
+}

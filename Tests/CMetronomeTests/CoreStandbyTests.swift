@@ -1,0 +1,129 @@
+#if Engine
+// The standby (mtr_standby.c): while a callback of the firing thread runs past the overrun
+// bound, the engine's other timers still fire; a timer's callbacks never overlap; cancel_sync
+// and destroy treat a callback the standby runs as they treat the firing thread's. Each test
+// asserts an order (what fired while what ran) through gates, never a wall-clock bound; the
+// lateness behind a blocked callback is printed, and measured by `metronome stress`.
+import CMetronome
+import Glibc
+import Synchronization
+import Testing
+
+extension CoreContractTests {
+    @Suite(.serialized, .tags(.realTime))
+    struct Standby {
+        /// A callback blocks until another timer, due 50 ms after it, has fired: only the
+        /// standby can fire that one meanwhile. Without it the gate times out and the other
+        /// timer fires after the block.
+        @Test(arguments: [UInt32(1), 4])
+        func aBlockedCallbackHoldsUpNoOtherTimer(shards: UInt32) throws {
+            let engine = try Engine(shards: shards, standby: true)
+            let unblock = Gate()
+            let blocked = try engine.makeTimer { _ in _ = unblock.pass() }
+            let other = try engine.makeTimer { _ in unblock.open() }
+            let start = Time.monotonic()
+            try #require(blocked.armOnce(at: start) == 0)
+            try #require(other.armOnce(at: start + 50 * Time.ms) == 0)
+            try #require(engine.waitFirings(2))
+            _ = blocked.cancelSync()
+            let firings = engine.firings
+            let block = try #require(firings.first { $0.probe == blocked.index })
+            let late = try #require(firings.first { $0.probe == other.index })
+            #expect(late.startNs < block.endNs, "the other timer waited for the blocked callback")
+            #expect(engine.counters.takeovers >= 1)
+            print("behind a blocked callback, a timer fired \((late.fired - late.scheduled) / Time.us) µs late")
+            expectNeverEarly(firings)
+            engine.destroyAndExpectAllReleasedOnce()
+        }
+
+        /// A repeating timer whose first callback blocks for 20 periods while the standby
+        /// holds the firing: its next firings wait for that callback, never run beside it,
+        /// and keep to the schedule's missed-period rule.
+        @Test func aTimersCallbacksNeverOverlap() throws {
+            let engine = try Engine(standby: true)
+            let inside = Atomic<Int>(0)
+            let overlaps = Atomic<Int>(0)
+            let period = Time.ms
+            let timer = try engine.makeTimer { callback in
+                if inside.add(1, ordering: .sequentiallyConsistent).newValue > 1 {
+                    overlaps.add(1, ordering: .relaxed)
+                }
+                if callback.tick.sequence == 0 { Time.spin(20 * period) }
+                inside.subtract(1, ordering: .sequentiallyConsistent)
+            }
+            // A second timer keeps the standby firing while the first blocks.
+            let neighbour = try engine.makeTimer()
+            let start = Time.monotonic()
+            try #require(timer.armRepeating(start: start, period: period) == 0)
+            try #require(neighbour.armRepeating(start: start, period: period) == 0)
+            #expect(engine.log.wait { log in log.firings.filter { $0.probe == timer.index }.count >= 5 })
+            _ = timer.cancelSync()
+            _ = neighbour.cancelSync()
+            let overlapped = overlaps.load(ordering: .relaxed)
+            #expect(overlapped == 0)
+            let ticks = engine.firings.filter { $0.probe == timer.index }
+            let first = try #require(ticks.first)
+            if ticks.count > 1 {
+                #expect(ticks[1].startNs >= first.endNs, "a firing ran beside the blocked one")
+                #expect(ticks[1].missed >= 1, "the block's skipped periods were not counted")
+            }
+            expectNeverEarly(ticks)
+            engine.destroyAndExpectAllReleasedOnce()
+        }
+
+        /// cancel_sync of a timer whose callback the standby runs waits for that callback,
+        /// and its context is released once, after it.
+        @Test func cancelSyncWaitsForACallbackOnTheStandby() throws {
+            let engine = try Engine(standby: true)
+            let releaseFirst = Gate()
+            let inSecond = Gate()
+            let releaseSecond = Gate()
+            let secondDone = Atomic<Bool>(false)
+            let first = try engine.makeTimer { _ in _ = releaseFirst.pass() }
+            let second = try engine.makeTimer { _ in
+                inSecond.open()
+                _ = releaseSecond.pass()
+                secondDone.store(true, ordering: .sequentiallyConsistent)
+            }
+            let start = Time.monotonic()
+            try #require(first.armOnce(at: start) == 0)
+            try #require(second.armOnce(at: start + 10 * Time.ms) == 0)
+            try #require(inSecond.pass(), "the standby never ran the second callback")
+            let opener = try PosixThread.spawn {
+                Time.sleep(20 * Time.ms)
+                releaseSecond.open()
+            }
+            #expect(second.cancelSync() == 0)
+            let returnedAfter = secondDone.load(ordering: .sequentiallyConsistent)
+            #expect(returnedAfter, "cancel_sync returned before the callback did")
+            opener.join()
+            releaseFirst.open()
+            #expect(engine.counters.takeovers >= 1)
+            engine.destroyAndExpectAllReleasedOnce()
+        }
+
+        /// The engine destroyed while both threads run callbacks: destroy waits for both,
+        /// and every context is released once.
+        @Test func destroyWaitsForTheStandbysCallback() throws {
+            let engine = try Engine(standby: true)
+            let releaseAll = Gate()
+            let inSecond = Gate()
+            let first = try engine.makeTimer { _ in _ = releaseAll.pass() }
+            let second = try engine.makeTimer { _ in
+                inSecond.open()
+                _ = releaseAll.pass()
+            }
+            let start = Time.monotonic()
+            try #require(first.armOnce(at: start) == 0)
+            try #require(second.armOnce(at: start + 10 * Time.ms) == 0)
+            try #require(inSecond.pass(), "the standby never ran the second callback")
+            let opener = try PosixThread.spawn {
+                Time.sleep(20 * Time.ms)
+                releaseAll.open()
+            }
+            engine.destroyAndExpectAllReleasedOnce()
+            opener.join()
+        }
+    }
+}
+#endif
