@@ -77,7 +77,7 @@ struct VirtualTimeRunTests {
     /// Run repeatedly with both cores busy, where a guess by yields would fire early.
     @Test(.timeLimit(.minutes(1)))
     func timeNeverMovesWhileATaskHasAJobReady() async throws {
-        let busy = BusyCores(count: 2)
+        let busy = try BusyCores(count: 2)
         defer { busy.stop() }
         for round in 0..<20 {
             let timeline = ManualTimeline(startingAt: ManualHarness.origin)
@@ -337,23 +337,25 @@ struct VirtualTimeRunTests {
 }
 
 /// Threads that keep the machine's cores busy until stopped, so that a run's thread is
-/// preempted at arbitrary points.
+/// preempted at arbitrary points. Kernel threads of their own: spinning on the Dispatch pool
+/// would starve every other test's queues.
 final class BusyCores: Sendable {
     private let running = Locked(true)
-    private let done = DispatchGroup()
+    private let threads: [PosixThread]
 
-    init(count: Int) {
+    init(count: Int) throws {
+        var threads: [PosixThread] = []
         for _ in 0..<count {
-            DispatchQueue.global().async(group: self.done) { [running] in
-                var spin = 0
-                while running.current { spin &+= 1 }
-                _ = spin
-            }
+            threads.append(
+                try PosixThread.spawn { [running] in
+                    while running.current {}
+                })
         }
+        self.threads = threads
     }
 
     func stop() {
         self.running.withLock { $0 = false }
-        self.done.wait()
+        for thread in self.threads { thread.join() }
     }
 }
