@@ -62,29 +62,27 @@ extension ManualTimeline {
     ///   waited with nothing armed to wake one; ``RunError/alreadyRunning`` if the timeline
     ///   was already running a body.
     public func run<Result: Sendable>(
-        _ body: @escaping @Sendable () async throws -> Result
+        _ body: sending @escaping () async throws -> Result
     ) async throws -> Result {
-        let outcome = LockedBox<Swift.Result<Result, any Error>?>(nil)
-        let task = LockedBox<Task<Void, Never>?>(nil)
         let executor = self.executor
+        guard executor.beginRun() else { throw RunError.alreadyRunning }
+        let outcome = LockedBox<Swift.Result<Result, any Error>?>(nil)
+        // Its first job is queued before the run's thread starts looking for one.
+        let task = Task(executorPreference: executor) {
+            do {
+                let result = try await body()
+                outcome.withLockedValue { $0 = .success(result) }
+            } catch {
+                outcome.withLockedValue { $0 = .failure(error) }
+            }
+            executor.bodyReturned()
+        }
         let end = await withTaskCancellationHandler {
             await withCheckedContinuation { (ended: CheckedContinuation<TimelineExecutor.RunEnd, Never>) in
-                executor.run(on: self, ended: ended) {
-                    let started = Task(executorPreference: executor) {
-                        do {
-                            let result = try await body()
-                            outcome.withLockedValue { $0 = .success(result) }
-                        } catch {
-                            outcome.withLockedValue { $0 = .failure(error) }
-                        }
-                        executor.bodyReturned()
-                    }
-                    task.withLockedValue { $0 = started }
-                    return { started.cancel() }
-                }
+                executor.startRun(on: self, ended: ended) { task.cancel() }
             }
         } onCancel: {
-            task.withLockedValue { $0 }?.cancel()
+            task.cancel()
         }
         switch end {
         case .returned:
@@ -94,8 +92,6 @@ extension ManualTimeline {
             return try result.get()
         case .deadlock(let instant):
             throw RunError.deadlock(at: instant)
-        case .alreadyRunning:
-            throw RunError.alreadyRunning
         }
     }
 

@@ -14,11 +14,19 @@ import Metronome
 /// timeline.advance(by: .seconds(15))   // three firings, here and now
 /// ```
 ///
+/// Or let time move by itself: ``run(_:)`` advances to the next deadline whenever every task
+/// of its body waits, so code that sleeps or waits on deadlines needs no choreography:
+///
+/// ```swift
+/// try await timeline.run { try await retrying(clock: timeline.clock) }
+/// ```
+///
 /// Every clock reads the same virtual time, starting at ``init(startingAt:)``. Handlers run
-/// on the thread that advances time, whatever queue the timer was given, and at their
-/// exact deadline: leeway is accepted and ignored. A handler that advances time and so
-/// fires its own timer gets that firing when it returns, on the same thread: one timer's
-/// handlers never overlap.
+/// on the thread that advances time, whatever queue the timer was given, at their exact
+/// deadline (leeway is accepted and ignored), and a ``Tick``'s `fired` is the virtual
+/// instant the handler ran. A handler that advances time runs the other timers falling due
+/// meanwhile, but makes its own timer late: one timer's handlers never overlap, so the
+/// firings it missed come as one when it returns, on the same thread, counted in `missed`.
 public final class ManualTimeline: TimerBackend, Sendable {
     private struct Entry {
         var deadline: Int64

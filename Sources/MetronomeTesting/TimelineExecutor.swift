@@ -20,14 +20,12 @@ final class TimelineExecutor: TaskExecutor, @unchecked Sendable {
         case returned
         /// Every task waited with no timer armed and no hold, at this virtual instant.
         case deadlock(TimerInstant)
-        /// Another run of the timeline is under way.
-        case alreadyRunning
     }
 
     /// A run under way.
     private struct Run {
-        /// Told once the thread has stopped.
-        let ended: CheckedContinuation<RunEnd, Never>
+        /// Told once the thread has stopped; set when the thread starts.
+        var ended: CheckedContinuation<RunEnd, Never>?
         /// Set when the body has returned or a deadlock was found: time stands still, and
         /// the thread stops once no job is left.
         var end: RunEnd?
@@ -92,21 +90,31 @@ final class TimelineExecutor: TaskExecutor, @unchecked Sendable {
         if wake { self.wakeUp.signal() }
     }
 
-    /// Starts a run: `startBody` creates the body's task, whose first job is queued before
-    /// the thread looks for one; `ended` is told how the run ended once the thread stops.
-    func run(
-        on timeline: ManualTimeline,
-        ended: CheckedContinuation<RunEnd, Never>,
-        startBody: () -> @Sendable () -> Void
-    ) {
-        let started = self.state.withLockedValue { state in
+    /// Claims the executor for a run; `false` if one is under way. Jobs queue from here
+    /// on, for the thread that ``startRun(on:ended:cancelBody:)`` starts.
+    func beginRun() -> Bool {
+        self.state.withLockedValue { state in
             guard state.run == nil else { return false }
-            state.run = Run(ended: ended)
+            state.run = Run()
             return true
         }
-        guard started else { return ended.resume(returning: .alreadyRunning) }
-        let cancelBody = startBody()
-        self.state.withLockedValue { $0.run?.cancelBody = cancelBody }
+    }
+
+    /// Starts the run's thread, once the body's task is made (its first job queued).
+    ///
+    /// - Parameters:
+    ///   - timeline: The timeline to move on when the run is idle.
+    ///   - ended: Told how the run ended, once the thread has stopped.
+    ///   - cancelBody: Cancels the body's task when a deadlock ends the run.
+    func startRun(
+        on timeline: ManualTimeline,
+        ended: CheckedContinuation<RunEnd, Never>,
+        cancelBody: @escaping @Sendable () -> Void
+    ) {
+        self.state.withLockedValue { state in
+            state.run?.ended = ended
+            state.run?.cancelBody = cancelBody
+        }
         startThread { self.serve(timeline) }
     }
 
@@ -121,7 +129,7 @@ final class TimelineExecutor: TaskExecutor, @unchecked Sendable {
         case job(UnownedJob)
         case moveTimeOn
         case wait
-        case stop(CheckedContinuation<RunEnd, Never>, RunEnd)
+        case stop(CheckedContinuation<RunEnd, Never>?, RunEnd)
     }
 
     /// The run's thread: runs jobs while there are any, and moves the timeline to its next
@@ -154,7 +162,8 @@ final class TimelineExecutor: TaskExecutor, @unchecked Sendable {
                 // before the next look at the queue.
                 if !timeline.advanceToNextDeadline() { self.deadlocked(at: timeline.now) }
             case .stop(let ended, let end):
-                return ended.resume(returning: end)
+                ended?.resume(returning: end)
+                return
             }
         }
     }
