@@ -12,6 +12,7 @@ extension ManualTimeline {
         /// The timeline was already running a body: one run at a time per timeline.
         case alreadyRunning
 
+        /// What went wrong, in words that name the deadlock's instant.
         public var description: String {
             switch self {
             case .deadlock(let instant):
@@ -34,7 +35,7 @@ extension ManualTimeline {
     /// try await timeline.run {
     ///     try await Task.sleep(for: .seconds(3600), clock: timeline.clock)
     /// }
-    /// // timeline.now is exactly one hour on, a few microseconds later
+    /// // timeline.now is exactly one hour on, and no real hour passed
     /// ```
     ///
     /// The tasks of the run are the body's task, its child tasks (`async let`, task
@@ -53,8 +54,10 @@ extension ManualTimeline {
     /// go through a queue, hold time themselves until delivered; handlers of a
     /// `SafeDispatchTimer` delivered to an actor or serial executor do not.
     ///
-    /// Time stands still once the body returns. A repeating timer keeps a waiting run
-    /// going for as long as it is armed.
+    /// Time stands still once the body returns, and the run returns once no task of it
+    /// has a job ready. A repeating timer keeps a waiting run going for as long as it is
+    /// armed: the test's time limit, not the run, ends a body that waits for what never
+    /// comes while a timer repeats.
     ///
     /// - Parameter body: The code to run in virtual time.
     /// - Returns: What `body` returned.

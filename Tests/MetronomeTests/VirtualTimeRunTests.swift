@@ -205,6 +205,37 @@ struct VirtualTimeRunTests {
         #expect(timeline.now == self.at(.seconds(7)))
     }
 
+    actor Ledger {
+        var entries: [TimerInstant] = []
+        /// Records the time, sleeps a second inside the actor (letting others in), and
+        /// records it again.
+        func visit(_ clock: ManualClock) async throws {
+            self.entries.append(clock.now)
+            try await Task.sleep(for: .seconds(1), clock: clock)
+            self.entries.append(clock.now)
+        }
+    }
+
+    /// Fifty tasks contend for one actor: jobs queued on a default actor by tasks of the
+    /// run run on the run's executor, so time waits for every one of them.
+    @Test(.timeLimit(.minutes(1)))
+    func tasksContendingForAnActorAreCounted() async throws {
+        let timeline = self.timeline
+        let clock = timeline.clock
+        let ledger = Ledger()
+        try await timeline.run {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<50 { group.addTask { try await ledger.visit(clock) } }
+                try await group.waitForAll()
+            }
+        }
+        let entries = await ledger.entries
+        #expect(entries.count == 100)
+        #expect(entries.filter { $0 == ManualHarness.origin }.count == 50)
+        #expect(entries.filter { $0 == self.at(.seconds(1)) }.count == 50)
+        #expect(timeline.now == self.at(.seconds(1)))
+    }
+
     // MARK: Every API on the timeline
 
     @Test(.timeLimit(.minutes(1)))
