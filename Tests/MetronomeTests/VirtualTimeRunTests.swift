@@ -313,6 +313,15 @@ struct VirtualTimeRunTests {
             return seen.map { "\($0.0 == .executed(ping, willRepeat: true) ? "ping" : "stop")@\($0.1)" }
         }
         #expect(seen == [1, 2, 3, 4, 5].map { "ping@\(self.at(.seconds($0)))" } + ["stop@\(self.at(.seconds(5)))"])
+        // Every delivery releases its hold, the last cancellation's perhaps after the run:
+        // a run waiting on nothing then ends as a deadlock, not a wait.
+        await #expect(throws: ManualTimeline.RunError.deadlock(at: self.at(.seconds(5)))) {
+            try await timeline.run {
+                let (never, continuation) = AsyncStream.makeStream(of: Int.self)
+                defer { continuation.finish() }
+                for await _ in never {}
+            }
+        }
     }
 
     // MARK: Holding time for work outside the run
