@@ -125,7 +125,8 @@ public final class ManualTimeline: TimerBackend, Sendable {
     /// timeline.advance(by: .seconds(5))
     /// ```
     ///
-    /// Cancelling the waiting task does not end the wait.
+    /// Cancelling the waiting task does not end the wait. Inside ``run(_:)`` there is no
+    /// need for it: the run moves time on only once every task of it waits.
     ///
     /// - Parameter count: The number of armed timers to wait for.
     public func waitForArmedTimers(_ count: Int) async {
