@@ -120,6 +120,22 @@ struct VirtualTimeRunTests {
         #expect(self.timeline.now == self.at(.seconds(5)))
     }
 
+    /// A wait that ignores cancellation does not keep a deadlocked run from ending; resumed
+    /// later, its task goes on outside the run.
+    @Test(.timeLimit(.minutes(1)))
+    func aDeadlockEndsTheRunEvenWhenTheWaitIgnoresCancellation() async throws {
+        let parked = Locked<CheckedContinuation<Void, Never>?>(nil)
+        let finished = AsyncStream.makeStream(of: Void.self)
+        await #expect(throws: ManualTimeline.RunError.deadlock(at: ManualHarness.origin)) {
+            try await self.timeline.run {
+                await withCheckedContinuation { continuation in parked.withLock { $0 = continuation } }
+                finished.continuation.yield()
+            }
+        }
+        parked.withLock { $0.take() }?.resume()
+        for await _ in finished.stream { break }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aSecondRunOfTheSameTimelineIsRefused() async throws {
         let timeline = self.timeline
