@@ -16,6 +16,9 @@ import Metronome
 /// try await retry.value
 /// ```
 ///
+/// Inside ``ManualTimeline/run(_:)`` neither the wait nor the advance is needed: the run
+/// moves time to the sleep's deadline once every task of it waits.
+///
 /// Each ``sleep(until:tolerance:)`` arms a one-shot timer on the timeline and suspends the
 /// task; advancing the timeline to the deadline resumes it (on the advancing thread, which
 /// hands the task back to its executor). A deadline at or before ``now`` returns at once.

@@ -14,11 +14,19 @@ import Metronome
 /// timeline.advance(by: .seconds(15))   // three firings, here and now
 /// ```
 ///
+/// Or let time move by itself: ``run(_:)`` advances to the next deadline whenever every task
+/// of its body waits, so code that sleeps or waits on deadlines needs no choreography:
+///
+/// ```swift
+/// try await timeline.run { try await retrying(clock: timeline.clock) }
+/// ```
+///
 /// Every clock reads the same virtual time, starting at ``init(startingAt:)``. Handlers run
-/// on the thread that advances time, whatever queue the timer was given, and at their
-/// exact deadline: leeway is accepted and ignored. A handler that advances time and so
-/// fires its own timer gets that firing when it returns, on the same thread: one timer's
-/// handlers never overlap.
+/// on the thread that advances time, whatever queue the timer was given, at their exact
+/// deadline (leeway is accepted and ignored), and a ``Tick``'s `fired` is the virtual
+/// instant the handler ran. A handler that advances time runs the other timers falling due
+/// meanwhile, but makes its own timer late: one timer's handlers never overlap, so the
+/// firings it missed come as one when it returns, on the same thread, counted in `missed`.
 public final class ManualTimeline: TimerBackend, Sendable {
     private struct Entry {
         var deadline: Int64
@@ -39,6 +47,9 @@ public final class ManualTimeline: TimerBackend, Sendable {
         var entries: [UInt64: Entry] = [:]
         var nextOrder: UInt64 = 0
         var armedWaiters: [ArmedWaiter] = []
+        /// Repeating timers whose handler is running: not due again until it returns, so a
+        /// handler that moves time on makes its own timer late rather than firing it inside.
+        var running: Set<UInt64> = []
 
         /// Removes and returns the waiters whose count is reached.
         mutating func takeSatisfiedWaiters() -> [CheckedContinuation<Void, Never>] {
@@ -51,12 +62,15 @@ public final class ManualTimeline: TimerBackend, Sendable {
         /// The next entry due at or before `limit`, earliest deadline first, then arm order.
         func nextDue(before limit: Int64) -> (key: UInt64, value: Entry)? {
             self.entries
-                .filter { $0.value.deadline <= limit }
+                .filter { $0.value.deadline <= limit && !self.running.contains($0.key) }
                 .min { ($0.value.deadline, $0.value.order) < ($1.value.deadline, $1.value.order) }
         }
     }
 
     private let storage: LockedBox<Storage>
+
+    /// Runs the tasks of ``run(_:)`` and counts the holds on time.
+    let executor = TimelineExecutor()
 
     /// Creates a timeline whose clocks all read `start`.
     public init(startingAt start: TimerInstant = TimerInstant(nanoseconds: 0)) {
@@ -111,7 +125,8 @@ public final class ManualTimeline: TimerBackend, Sendable {
     /// timeline.advance(by: .seconds(5))
     /// ```
     ///
-    /// Cancelling the waiting task does not end the wait.
+    /// Cancelling the waiting task does not end the wait. Inside ``run(_:)`` there is no
+    /// need for it: the run moves time on only once every task of it waits.
     ///
     /// - Parameter count: The number of armed timers to wait for.
     public func waitForArmedTimers(_ count: Int) async {
@@ -132,11 +147,26 @@ public final class ManualTimeline: TimerBackend, Sendable {
 
     /// Moves time forward to `instant` (never backward), firing every timer that falls due
     /// on the way at its own deadline.
+    ///
+    /// A handler may move time on itself. Its own timer is then late: the firings it
+    /// missed meanwhile come as one, once it returns, with ``Tick/missed`` counting the
+    /// periods skipped and ``Tick/fired`` the virtual instant it ran.
     public func advance(to instant: TimerInstant) {
-        while let (tick, fire) = self.popDue(before: instant.nanoseconds) {
-            fire(tick)
-        }
+        while self.fireNext(before: instant.nanoseconds) {}
         self.storage.withLockedValue { $0.now = max($0.now, instant.nanoseconds) }
+    }
+
+    /// Moves time to the earliest armed deadline and fires what is due there.
+    ///
+    /// - Returns: `false` if no timer is armed (time does not move).
+    func advanceToNextDeadline() -> Bool {
+        let next = self.storage.withLockedValue { storage in
+            storage.entries.filter { !storage.running.contains($0.key) }.map(\.value.deadline).min()
+                .map { max($0, storage.now) }
+        }
+        guard let next else { return false }
+        self.advance(to: TimerInstant(nanoseconds: next))
+        return true
     }
 
     /// Advances to each next deadline until no timer is armed, firing as it goes.
@@ -146,18 +176,28 @@ public final class ManualTimeline: TimerBackend, Sendable {
     @discardableResult
     public func runUntilIdle(limit: Int = 10_000) -> Int {
         var fired = 0
-        while fired < limit, let (tick, fire) = self.popDue(before: .max) {
-            fire(tick)
+        while fired < limit, self.fireNext(before: .max) {
             fired += 1
         }
         return fired
     }
 
+    /// Fires the next timer due at or before `limit` or before now, whichever is later (a
+    /// handler that moved time on leaves its own timer due behind now).
+    ///
+    /// - Returns: `false` if none is due.
+    private func fireNext(before limit: Int64) -> Bool {
+        guard let (key, tick, fire) = self.popDue(before: limit) else { return false }
+        fire(tick)
+        self.storage.withLockedValue { _ = $0.running.remove(key) }
+        return true
+    }
+
     /// Removes the next due firing, moves the clock to it and schedules a repeating timer's
     /// next deadline, all under the lock; the handler then runs outside it.
-    private func popDue(before limit: Int64) -> (Tick, @Sendable (Tick) -> Void)? {
+    private func popDue(before limit: Int64) -> (UInt64, Tick, @Sendable (Tick) -> Void)? {
         self.storage.withLockedValue { storage in
-            guard let (key, entry) = storage.nextDue(before: limit) else { return nil }
+            guard let (key, entry) = storage.nextDue(before: max(limit, storage.now)) else { return nil }
             storage.now = max(storage.now, entry.deadline)
             // Like the engine: deadlines already behind `now` (a timer armed in the past) are
             // skipped and reported, never fired in a burst.
@@ -175,10 +215,11 @@ public final class ManualTimeline: TimerBackend, Sendable {
                 next.deadline = scheduled.addingReportingOverflow(period).partialValue
                 next.sequence = tick.sequence + 1
                 storage.entries[key] = next.deadline > scheduled ? next : nil
+                storage.running.insert(key)
             } else {
                 storage.entries[key] = nil
             }
-            return (tick, entry.fire)
+            return (key, tick, entry.fire)
         }
     }
 

@@ -221,6 +221,84 @@ struct ArticleSnippetTests {
         #expect(timeline.armedCount == 0)
     }
 
+    /// The next message, or `nil` after `idle` without one.
+    func nextMessage(from messages: AsyncStream<String>, idle: Duration, clock: EngineClock) async -> String? {
+        await withDeadline(in: idle, clock: clock) {
+            var iterator = messages.makeAsyncIterator()
+            return await iterator.next()                         // nil once the deadline cancels it
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func idleTimeoutInARun() async throws {
+        let timeline = ManualTimeline()
+        let clock = EngineClock(backend: .custom(timeline))
+        let (messages, client) = AsyncStream.makeStream(of: String.self)
+        let received = try await timeline.run {
+            client.yield("hello")
+            let first = await nextMessage(from: messages, idle: .seconds(30), clock: clock)
+            let second = await nextMessage(from: messages, idle: .seconds(30), clock: clock)
+            return [first, second]
+        }
+        #expect(received == ["hello", nil])
+        #expect(timeline.now == TimerInstant(nanoseconds: 0).advanced(by: .seconds(30)))
+    }
+
+    /// Calls `operation` up to `attempts` times, sleeping 1, 2, 4 … seconds between calls.
+    func withBackoff<C: Clock<Duration>>(
+        attempts: Int, clock: C, _ operation: () async throws -> Bool
+    ) async throws -> Bool {
+        var delay = Duration.seconds(1)
+        for _ in 1..<attempts {
+            if try await operation() { return true }
+            try await Task.sleep(for: delay, clock: clock)
+            delay *= 2
+        }
+        return try await operation()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func retryWithBackoffInARun() async throws {
+        let timeline = ManualTimeline()
+        let calledAt = try await timeline.run {
+            var calls: [TimerInstant] = []
+            let succeeded = try await withBackoff(attempts: 5, clock: timeline.clock) {
+                calls.append(timeline.now)
+                return calls.count == 4                              // the fourth call succeeds
+            }
+            #expect(succeeded)
+            return calls
+        }
+        #expect(calledAt == [0, 1, 3, 7].map { TimerInstant(nanoseconds: 0).advanced(by: .seconds($0)) })
+    }
+
+    actor Buffer {
+        var flushes = 0
+        func flush() { self.flushes += 1 }
+    }
+
+    /// Flushes `buffer` every 10 seconds until the task is cancelled.
+    func flushPeriodically(_ buffer: Buffer, backend: SafeDispatchTimer.Backend) async {
+        for await _ in backend.ticks(every: .seconds(10)) {
+            await buffer.flush()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func periodicJobInARun() async throws {
+        let timeline = ManualTimeline()
+        let buffer = Buffer()
+        try await timeline.run {
+            let job = Task(executorPreference: timeline.taskExecutor) {
+                await flushPeriodically(buffer, backend: .custom(timeline))
+            }
+            try await Task.sleep(for: .seconds(65), clock: timeline.clock)
+            job.cancel()
+            await job.value
+        }
+        #expect(await buffer.flushes == 6)                      // at 10, 20 … 60 s
+    }
+
     /// The oracle example, on a timer in each state.
     @Test(arguments: TimerContract.states)
     func contractAsOracle(state: SafeDispatchTimer.State) {

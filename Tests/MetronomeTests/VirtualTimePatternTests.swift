@@ -198,4 +198,70 @@ struct VirtualTimePatternTests {
         self.timeline.advance(by: .zero)
         #expect(await events.next() == .executed(marker, willRepeat: false))
     }
+
+    // MARK: Lateness in virtual time
+
+    /// A handler that moves time on 4.5 s makes its own timer late: the deadlines at 2, 3
+    /// and 4 s are skipped, and the firing due at 5 s runs when the handler returns, at
+    /// 5.5 s, before `advance` returns; the grid goes on at 6 s.
+    @Test(.timeLimit(.minutes(1)))
+    func aHandlerThatMovesTimeOnMakesItsOwnTimerLate() {
+        let timeline = self.timeline
+        let origin = ManualHarness.origin
+        let timer = SafeDispatchTimer(backend: .custom(timeline))
+        let ticks = Locked<[Tick]>([])
+        #expect(
+            timer.schedule(after: .seconds(1), every: .seconds(1)) { tick in
+                let first = ticks.withLock { ticks in
+                    ticks.append(tick)
+                    return ticks.count == 1
+                }
+                if first { timeline.advance(by: .milliseconds(4500)) }
+            })
+        timeline.advance(by: .seconds(1))
+        #expect(
+            ticks.current == [
+                Tick(
+                    scheduled: origin.advanced(by: .seconds(1)), fired: origin.advanced(by: .seconds(1)), missed: 0,
+                    sequence: 0),
+                Tick(
+                    scheduled: origin.advanced(by: .seconds(5)), fired: origin.advanced(by: .milliseconds(5500)),
+                    missed: 3,
+                    sequence: 4),
+            ])
+        #expect(ticks.current.last?.lateness == .milliseconds(500))
+        #expect(timeline.now == origin.advanced(by: .milliseconds(5500)))
+        timeline.advance(by: .milliseconds(500))
+        #expect(
+            ticks.current.last
+                == Tick(
+                    scheduled: origin.advanced(by: .seconds(6)), fired: origin.advanced(by: .seconds(6)), missed: 0,
+                    sequence: 5))
+        timer.cancel()
+    }
+
+    /// A `Tick`'s `fired` is the virtual instant its handler ran: another timer's deadline
+    /// met inside a handler that moves time on runs there, on time; a deadline already
+    /// behind `now` when armed runs at the next advance, late by the difference.
+    @Test(.timeLimit(.minutes(1)))
+    func aTicksFiredIsTheVirtualInstantItRan() {
+        let timeline = self.timeline
+        let origin = ManualHarness.origin
+        let other = SafeDispatchTimer(backend: .custom(timeline))
+        let mover = SafeDispatchTimer(backend: .custom(timeline))
+        let past = SafeDispatchTimer(backend: .custom(timeline))
+        let seen = Locked<[String: Tick]>([:])
+        #expect(other.schedule(after: .seconds(2)) { tick in seen.withLock { $0["other"] = tick } })
+        #expect(mover.schedule(after: .seconds(1)) { _ in timeline.advance(by: .seconds(2)) })
+        timeline.advance(by: .seconds(1))
+        #expect(seen.current["other"]?.fired == origin.advanced(by: .seconds(2)))
+        #expect(seen.current["other"]?.lateness == .zero)
+        #expect(timeline.now == origin.advanced(by: .seconds(3)))
+
+        #expect(past.schedule(at: origin.advanced(by: .seconds(1))) { tick in seen.withLock { $0["past"] = tick } })
+        timeline.advance(by: .zero)
+        #expect(seen.current["past"]?.scheduled == origin.advanced(by: .seconds(1)))
+        #expect(seen.current["past"]?.fired == origin.advanced(by: .seconds(3)))
+        #expect(seen.current["past"]?.lateness == .seconds(2))
+    }
 }

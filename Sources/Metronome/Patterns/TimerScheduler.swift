@@ -264,7 +264,9 @@ public final class TimerScheduler: Sendable {
     /// Queues an event for delivery. Called under the lock so the delivery order is the
     /// decision order; `async` only enqueues and runs no user code here.
     private func enqueue(_ event: Event, to events: AsyncStream<Event>.Continuation?) {
+        let delivered = self.deliveryHold()
         self.delivery.async { [weak self] in
+            defer { delivered?() }
             events?.yield(event)
             guard let delegate = self?.state.withLockedValue({ $0.delegate.value }) else { return }
             switch event {
@@ -272,5 +274,12 @@ public final class TimerScheduler: Sendable {
             case .cancelled(let id): delegate.cancelled(id)
             }
         }
+    }
+
+    /// A virtual timeline's hold on its time until one delivery has run: it cannot see the
+    /// queue, and would move on before the consumer of the event had it.
+    private func deliveryHold() -> (@Sendable () -> Void)? {
+        guard case .custom(let backend) = self.backend else { return nil }
+        return (backend as? any DeliveryHoldingBackend)?.holdForDelivery()
     }
 }
