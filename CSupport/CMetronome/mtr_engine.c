@@ -73,7 +73,11 @@ mtr_engine_on_timerfd_(int fd, short what, void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
+	atomic_store(&engine->pass_since_ns,
+	    mtr_clock_read_(MTR_CLOCK_MONOTONIC));
 	mtr_fire_on_timerfd_(fd, what, arg);
+	atomic_store(&engine->pass_since_ns, INT64_MAX);
+	mtr_queue_set_alarm_(engine);
 	pthread_sigmask(SIG_SETMASK, &all, NULL);
 }
 
@@ -178,9 +182,12 @@ mtr_engine_open_base_(mtr_engine *engine)
 	int rc;
 	/* The timerfds first: they fail cleanly when descriptors run out. The
 	 * standby's alarm blocks its reads. */
-	if (!engine->config.no_standby && (rc = mtr_timerfd_open_(
-	    &engine->alarm, MTR_CLOCK_MONOTONIC, TFD_CLOEXEC)) != 0)
-		return rc;
+	if (!engine->config.no_standby) {
+		if ((rc = mtr_timerfd_open_(&engine->alarm, MTR_CLOCK_MONOTONIC,
+		    TFD_CLOEXEC)) != 0)
+			return rc;
+		mtr_queue_set_alarm_(engine);
+	}
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
 		for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 			rc = mtr_timerfd_open_(
@@ -335,6 +342,7 @@ mtr_engine_create(const mtr_engine_config *config, mtr_engine **out_engine)
 	engine->holds = 2; /* the owner's and the firing thread's */
 	engine->alarm.fd = -1;
 	engine->alarm_ns = INT64_MAX;
+	engine->pass_since_ns = INT64_MAX;
 	pthread_mutex_init(&engine->lock, NULL);
 	pthread_cond_init(&engine->thread_done, NULL);
 	for (uint32_t s = 0; s < count; s++)

@@ -36,14 +36,19 @@ struct mtr_engine {
 	pthread_t thread;
 
 	/* The standby (mtr_standby.c): its thread, its alarm (a monotonic
-	 * timerfd), what the alarm is set to, and which of the two threads
-	 * may start callbacks (mtr_firer). alarm_lock, innermost of all,
-	 * orders the alarm's settimes. */
+	 * timerfd), what the alarm is set to and whether for a wake-up due
+	 * (else for the watch's second), and which of the two threads may
+	 * start callbacks (mtr_firer). alarm_lock, innermost of all, orders
+	 * the alarm's settimes. */
 	pthread_t standby;
 	bool standby_started;
 	struct mtr_timerfd alarm;
 	struct mtr_lock alarm_lock;
 	_Atomic int64_t alarm_ns;
+	_Atomic bool alarm_for_expiry;
+	/* CLOCK_MONOTONIC when the firing thread's wake-up began, or
+	 * INT64_MAX between wake-ups: a pass in progress is due work. */
+	_Atomic int64_t pass_since_ns;
 	_Atomic uint32_t firer;
 	_Atomic uint64_t takeovers;
 

@@ -100,9 +100,9 @@ mtr_shard_spin_until_locked_(struct mtr_shard *shard,
 /*
  * Computes the tick of @entry, already out of the set; a repeating timer
  * goes back in at its next deadline before its callback runs, so the
- * callback can cancel or re-arm it like any other thread. A firing late by
- * a period or more covers the deadlines it passed as the timer's missed
- * policy says (mtr_missed_policy).
+ * callback can cancel or re-arm it like any other thread. A late firing
+ * covers the deadlines it passed as the timer's missed policy says
+ * (mtr_missed_policy).
  */
 static void
 mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,

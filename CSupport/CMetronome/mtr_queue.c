@@ -80,53 +80,56 @@ mtr_queue_set_fd_locked_(struct mtr_clock_state *state, int64_t target_ns)
 	 * other. */
 	atomic_store(&state->armed_ns, target_ns);
 	mtr_engine_interrupt_spin_(engine, NULL);
-	mtr_queue_set_alarm_(engine);
+	/* A firing thread sets it once, at the end of its pass. */
+	if (mtr_firing_engine_ != engine)
+		mtr_queue_set_alarm_(engine);
 }
 
-/* Sets the alarm to @target_ns, a monotonic time, or disarms it for
- * INT64_MAX, once it has checked that it is still the engine's. */
+/* Sets the alarm to @target_ns, a monotonic time, once it has checked that
+ * it is still the engine's; @for_expiry: whether it stands for a wake-up
+ * due (or a callback's overrun), not for the watch's second. */
 static void
-mtr_queue_alarm_at_locked_(mtr_engine *engine, int64_t target_ns)
+mtr_queue_alarm_at_locked_(mtr_engine *engine, int64_t target_ns,
+    bool for_expiry)
 {
 	struct itimerspec spec = { .it_interval = engine->alarm.signature };
 
-	if (target_ns == atomic_load(&engine->alarm_ns))
-		return;
 	int error = mtr_timerfd_ours_(&engine->alarm);
 	if (error != 0) {
 		mtr_engine_fault_(engine, error);
 		return;
 	}
-	if (target_ns != INT64_MAX) {
-		if (target_ns < 1)
-			target_ns = 1;
-		spec.it_value.tv_sec = target_ns / MTR_NS_PER_S;
-		spec.it_value.tv_nsec = target_ns % MTR_NS_PER_S;
-	}
+	if (target_ns < 1)
+		target_ns = 1;
+	spec.it_value.tv_sec = target_ns / MTR_NS_PER_S;
+	spec.it_value.tv_nsec = target_ns % MTR_NS_PER_S;
 	if (timerfd_settime(engine->alarm.fd, TFD_TIMER_ABSTIME, &spec,
 	    NULL) != 0) {
 		mtr_engine_fault_(engine, errno);
 		return;
 	}
 	atomic_store(&engine->alarm_ns, target_ns);
+	atomic_store(&engine->alarm_for_expiry, for_expiry);
 }
 
 /*
  * The standby's alarm: the earliest expiry of the engine's timerfds, read
  * on the monotonic clock, and while the firing thread holds the firing,
- * MTR_OVERRUN_NS later. The firing thread re-arms at the end of every
- * pass, which moves the alarm on, so it rings only when that thread is
- * still in a pass an overrun after a wake-up was due; while the standby
- * fires, it rings at each expiry. It never sleeps longer than the watch's
+ * the start of its wake-up in progress if earlier, MTR_OVERRUN_NS later.
+ * The firing thread sets it at the end of every wake-up, which moves it
+ * on, so it rings only when that thread is still in a wake-up an overrun
+ * after it was due; while the standby fires, it rings at each expiry. It never sleeps longer than the watch's
  * second: a read that a sweep left waiting on a disarmed timerfd would
  * never return.
  */
 void
 mtr_queue_set_alarm_(mtr_engine *engine)
 {
-	int64_t now_ns[MTR_CLOCK_COUNT] = { 0 };
+	int64_t offset_ns[MTR_CLOCK_COUNT];
+	bool offset_read[MTR_CLOCK_COUNT] = { false };
 	int64_t monotonic_ns = mtr_clock_read_(MTR_CLOCK_MONOTONIC);
-	int64_t earliest_ns = monotonic_ns + MTR_NS_PER_S;
+	int64_t second_ns = monotonic_ns + MTR_NS_PER_S;
+	int64_t earliest_ns = second_ns;
 
 	if (engine->inherited || engine->alarm.fd < 0)
 		return;
@@ -137,21 +140,29 @@ mtr_queue_set_alarm_(mtr_engine *engine)
 			if (armed_ns == INT64_MAX)
 				continue;
 			if (c != MTR_CLOCK_MONOTONIC) {
-				if (now_ns[c] == 0)
-					now_ns[c] = mtr_clock_read_(
+				if (!offset_read[c]) {
+					offset_ns[c] = mtr_clock_read_(
 					    (mtr_clock_id)c) - monotonic_ns;
-				armed_ns = armed_ns < INT64_MIN / 2 + now_ns[c] ?
-				    armed_ns : armed_ns - now_ns[c];
+					offset_read[c] = true;
+				}
+				armed_ns -= offset_ns[c];
 			}
 			if (armed_ns < earliest_ns)
 				earliest_ns = armed_ns;
 		}
 	}
-	if (atomic_load(&engine->firer) == MTR_FIRER_THREAD &&
-	    earliest_ns < monotonic_ns + MTR_NS_PER_S)
+	bool thread_fires = atomic_load(&engine->firer) == MTR_FIRER_THREAD;
+	int64_t pass_ns = atomic_load(&engine->pass_since_ns);
+	if (thread_fires && pass_ns < earliest_ns)
+		earliest_ns = pass_ns;
+	bool for_expiry = earliest_ns < second_ns;
+	if (for_expiry && thread_fires)
 		earliest_ns += MTR_OVERRUN_NS;
 	mtr_lock_take_(&engine->alarm_lock);
-	mtr_queue_alarm_at_locked_(engine, earliest_ns);
+	/* Unchanged, it needs no syscall: once it has rung, the one it is
+	 * set to next differs, as time has moved on. */
+	if (earliest_ns != atomic_load(&engine->alarm_ns))
+		mtr_queue_alarm_at_locked_(engine, earliest_ns, for_expiry);
 	mtr_lock_give_(&engine->alarm_lock);
 }
 
@@ -161,15 +172,13 @@ mtr_queue_alarm_at_(mtr_engine *engine, int64_t target_ns)
 	if (engine->inherited || engine->alarm.fd < 0)
 		return;
 	mtr_lock_take_(&engine->alarm_lock);
-	mtr_queue_alarm_at_locked_(engine, target_ns);
+	mtr_queue_alarm_at_locked_(engine, target_ns, true);
 	mtr_lock_give_(&engine->alarm_lock);
 }
 
 void
 mtr_queue_ring_alarm_(mtr_engine *engine)
 {
-	/* Whatever it was set to, it is set again. */
-	atomic_store(&engine->alarm_ns, 0);
 	mtr_queue_alarm_at_(engine, 1);
 }
 

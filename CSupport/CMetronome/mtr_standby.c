@@ -57,7 +57,6 @@ mtr_standby_thread_(void *arg)
 	mtr_firing_engine_ = engine;
 	mtr_firer_ = MTR_FIRER_STANDBY;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	mtr_queue_set_alarm_(engine);
 	for (;;) {
 		int error = mtr_timerfd_ours_(&engine->alarm);
 		if (error == 0 && read(engine->alarm.fd, &expirations,
@@ -69,18 +68,25 @@ mtr_standby_thread_(void *arg)
 		    atomic_load(&engine->stopping) ||
 		    atomic_load(&engine->fault) != 0)
 			break;
-		/* Rung: whatever it was set to, it is set again below. */
-		atomic_store(&engine->alarm_ns, 0);
 		if (atomic_load(&engine->firer) == MTR_FIRER_THREAD) {
-			/* Rung before the callback overran, or while the thread
-			 * is late between callbacks (a busy machine): look again
-			 * when it overruns, or an overrun on. */
 			int64_t now_ns = mtr_clock_read_(MTR_CLOCK_MONOTONIC);
+			/* Moved on since it rang: the firing thread re-armed. */
+			if (atomic_load(&engine->alarm_ns) > now_ns)
+				continue;
 			int64_t overrun_ns = mtr_standby_overrun_at_(engine);
 			if (overrun_ns > now_ns) {
-				mtr_queue_alarm_at_(engine,
-				    overrun_ns != INT64_MAX ? overrun_ns :
-				    now_ns + MTR_OVERRUN_NS);
+				/* Not overrun (yet): look again when the running
+				 * callback would overrun; while the thread is late
+				 * between callbacks (a busy machine, a long take),
+				 * an overrun on; else (the watch's second, nothing
+				 * due) at the next expiry. */
+				if (overrun_ns != INT64_MAX)
+					mtr_queue_alarm_at_(engine, overrun_ns);
+				else if (atomic_load(&engine->alarm_for_expiry))
+					mtr_queue_alarm_at_(engine,
+					    now_ns + MTR_OVERRUN_NS);
+				else
+					mtr_queue_set_alarm_(engine);
 				continue;
 			}
 			atomic_store(&engine->firer, MTR_FIRER_STANDBY);
