@@ -105,12 +105,11 @@ mtr_engine_watch_(int fd, short what, void *arg)
 }
 
 /*
- * The firing thread's end: the stop, then the drop of what is left, under
- * the creating thread's mask (a release may start a process). A stop that
- * a callback asked for, or a fault, has nobody joining: the thread
- * detaches.
+ * The firing thread's end: the stop, the standby joined, then the timers
+ * dropped and the thread gone (mtr_engine_thread_gone_), under the creating
+ * thread's mask (a release may start a process).
  */
-void
+static void
 mtr_engine_thread_end_(mtr_engine *engine)
 {
 	pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
@@ -118,18 +117,7 @@ mtr_engine_thread_end_(mtr_engine *engine)
 	mtr_engine_request_stop_locked_(engine);
 	pthread_mutex_unlock(&engine->lock);
 	mtr_standby_join_(engine);
-	mtr_engine_drop_timers_(engine);
-
-	pthread_mutex_lock(&engine->lock);
-	/* Either way, stops waiting meanwhile may go on. */
-	bool detach = !engine->join_claimed;
-	engine->join_claimed = true;
-	engine->joined = true;
-	pthread_cond_broadcast(&engine->thread_done);
-	pthread_mutex_unlock(&engine->lock);
-	if (detach)
-		pthread_detach(pthread_self());
-	mtr_engine_let_go_(engine, 1);
+	mtr_engine_thread_gone_(engine);
 }
 
 /*

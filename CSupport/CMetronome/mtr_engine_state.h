@@ -110,9 +110,9 @@ void mtr_fire_standby_pass_(mtr_engine *engine);
 /* mtr_standby.c */
 int mtr_standby_start_(mtr_engine *engine);
 void mtr_standby_join_(mtr_engine *engine);
-/* mtr_engine.c: a firing thread's end (the standby's copy in a forked
- * child ends as the firing thread would). */
-void mtr_engine_thread_end_(mtr_engine *engine);
+/* mtr_teardown.c: the last of a firing thread (the standby's copy in a
+ * forked child ends as the firing thread's would). */
+void mtr_engine_thread_gone_(mtr_engine *engine);
 
 /* mtr_teardown.c */
 void mtr_engine_drop_timers_(mtr_engine *engine);

@@ -57,15 +57,17 @@ mtr_standby_thread_(void *arg)
 	mtr_firing_engine_ = engine;
 	mtr_firer_ = MTR_FIRER_STANDBY;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	for (;;) {
+	/* In a forked child the alarm is the parent's: a copy of the standby,
+	 * back from the callback that forked, reads it no more. */
+	while (!engine->inherited && !atomic_load(&engine->stopping) &&
+	    atomic_load(&engine->fault) == 0) {
 		int error = mtr_timerfd_ours_(&engine->alarm);
 		if (error == 0 && read(engine->alarm.fd, &expirations,
 		    sizeof(expirations)) < 0 && errno != EINTR)
 			error = errno;
 		if (error != 0)
 			mtr_engine_fault_(engine, error);
-		if (engine->inherited ||
-		    atomic_load(&engine->stopping) ||
+		if (atomic_load(&engine->stopping) ||
 		    atomic_load(&engine->fault) != 0)
 			break;
 		if (atomic_load(&engine->firer) == MTR_FIRER_THREAD) {
@@ -100,9 +102,12 @@ mtr_standby_thread_(void *arg)
 		mtr_queue_set_alarm_(engine);
 	}
 	/* In a forked child, a copy of the standby back from the callback
-	 * that forked ends the engine as a copy of the firing thread would. */
-	if (engine->inherited)
-		mtr_engine_thread_end_(engine);
+	 * that forked ends the engine as a copy of the firing thread would
+	 * (the fork stopped it). */
+	if (engine->inherited) {
+		pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);
+		mtr_engine_thread_gone_(engine);
+	}
 	return NULL;
 }
 

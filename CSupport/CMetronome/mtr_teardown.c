@@ -113,6 +113,27 @@ mtr_engine_free_(mtr_engine *engine)
 	free(engine);
 }
 
+/*
+ * The last of a firing thread, once its engine is stopping: every timer
+ * dropped, the thread marked joined, and its hold let go. A stop that a
+ * callback asked for, or a fault, has nobody joining: the thread detaches.
+ */
+void
+mtr_engine_thread_gone_(mtr_engine *engine)
+{
+	mtr_engine_drop_timers_(engine);
+	pthread_mutex_lock(&engine->lock);
+	/* Either way, stops waiting meanwhile may go on. */
+	bool detach = !engine->join_claimed;
+	engine->join_claimed = true;
+	engine->joined = true;
+	pthread_cond_broadcast(&engine->thread_done);
+	pthread_mutex_unlock(&engine->lock);
+	if (detach)
+		pthread_detach(pthread_self());
+	mtr_engine_let_go_(engine, 1);
+}
+
 void
 mtr_engine_hold_(mtr_engine *engine)
 {

@@ -20,6 +20,9 @@ private enum Forking {
     static let forkingTimer = 1
     static let laterTimer = 2
     static let farTimer = 3
+    /// Blocks the firing thread until `unblock`, so that the standby runs what is due.
+    static let blockingTimer = 4
+    static let unblock = Atomic<Bool>(false)
 
     /// What the child does inside the callback that forked, before it returns.
     enum ChildAction: Int {
@@ -49,6 +52,7 @@ private enum Forking {
         childPID.store(0, ordering: .relaxed)
         self.action.store(action.rawValue, ordering: .relaxed)
         laterFirings.store(0, ordering: .relaxed)
+        unblock.store(false, ordering: .relaxed)
         childInCallback.store(false, ordering: .relaxed)
         childReleases.store(0, ordering: .relaxed)
     }
@@ -68,6 +72,8 @@ private enum Forking {
                 }
             case Forking.laterTimer:
                 Forking.laterFirings.add(1, ordering: .releasing)
+            case Forking.blockingTimer:
+                while !Forking.unblock.load(ordering: .acquiring) { sched_yield() }
             default:
                 break
             }
@@ -80,7 +86,8 @@ private enum Forking {
             {
                 _exit(Forking.releasedUnderItsCallback)
             }
-            // The child holds the forking and the far timer: both released, it is done.
+            // The child holds the forking and the far timer (and perhaps the blocking one):
+            // the forking one and one more released, it is done.
             if Forking.childReleases.add(1, ordering: .relaxed).newValue == 2 {
                 _exit(Forking.released)
             }
@@ -182,6 +189,27 @@ extension CoreContractTests {
 
             try #require(Forking.eventually { Forking.childPID.load(ordering: .acquiring) != 0 })
             #expect(Forking.exitCode(of: Forking.childPID.load(ordering: .acquiring)) == Forking.released)
+        }
+
+        /// The same with the forking callback run by the standby, while a callback blocks the
+        /// firing thread: the child's only thread is then a copy of the standby, which ends the
+        /// engine as a copy of the firing thread would.
+        @Test(arguments: [Forking.ChildAction.stop, .destroy])
+        fileprivate func stopOrDestroyInAStandbysCallbackWaitsForItsReturn(action: Forking.ChildAction) throws {
+            let engine = try Forking.makeEngine(shards: 1)
+            defer { mtr_engine_destroy(engine) }
+            Forking.reset(engine, action: action)
+            defer { Forking.unblock.store(true, ordering: .releasing) }
+            let now = Time.monotonic()
+            try Forking.makeTimer(engine, context: Forking.farTimer, at: now + 3_600 * Time.s)
+            try Forking.makeTimer(engine, context: Forking.blockingTimer, at: now)
+            try Forking.makeTimer(engine, context: Forking.forkingTimer, at: now + 20 * Time.ms)
+
+            try #require(Forking.eventually { Forking.childPID.load(ordering: .acquiring) != 0 })
+            #expect(Forking.exitCode(of: Forking.childPID.load(ordering: .acquiring)) == Forking.released)
+            var counters = mtr_counters()
+            mtr_engine_get_counters(engine, &counters)
+            #expect(counters.takeovers >= 1, "the firing thread ran the forking callback")
         }
     }
 }
