@@ -97,6 +97,15 @@ private enum Identity {
         }
     }
 
+    /// An engine `make` creates, and the timerfds on `clock` that it opened.
+    static func engine(
+        _ make: () -> OpaquePointer?, openingOn clock: clockid_t
+    ) -> (engine: OpaquePointer, timerfds: [Int32])? {
+        let before = CoreContractTests.Fault.timerfds(onClock: clock)
+        guard let engine = make() else { return nil }
+        return (engine, CoreContractTests.Fault.timerfds(onClock: clock).filter { !before.contains($0) })
+    }
+
     /// The descriptors open in this process.
     static func openDescriptors() -> Set<Int32> {
         Set((Int32(0)..<1024).filter { fcntl($0, F_GETFD) >= 0 })
@@ -155,19 +164,14 @@ extension CoreContractTests {
         @Test func everyClocksDescriptorIsCheckedWhateverTheArmsAre() {
             Identity.touch()
             let code = exitCodeOfChild(timeoutNs: 3 * Bounds.patienceNs) {
-                let before = CoreContractTests.Fault.timerfds(onClock: CLOCK_REALTIME)
-                guard let engine = Identity.makeEngine(), let mono = Identity.timer(engine, context: 5),
+                guard let (engine, mine) = Identity.engine({ Identity.makeEngine() }, openingOn: CLOCK_REALTIME),
+                    mine.count == 1, let mono = Identity.timer(engine, context: 5),
                     let wall = Identity.timer(engine, context: 5)
                 else { return 2 }
-                let mine = CoreContractTests.Fault.timerfds(onClock: CLOCK_REALTIME).filter { !before.contains($0) }
-                guard mine.count == 1 else { return 2 }
                 // Another engine's wall timerfd, under the first engine's number.
-                let others = CoreContractTests.Fault.timerfds(onClock: CLOCK_REALTIME)
-                guard let stranger = Identity.makeEngine() else { return 2 }
-                let strangers = CoreContractTests.Fault.timerfds(onClock: CLOCK_REALTIME).filter {
-                    !others.contains($0)
-                }
-                guard strangers.count == 1, dup2(strangers[0], mine[0]) == mine[0] else { return 2 }
+                guard let (stranger, strangers) = Identity.engine({ Identity.makeEngine() }, openingOn: CLOCK_REALTIME),
+                    strangers.count == 1, dup2(strangers[0], mine[0]) == mine[0]
+                else { return 2 }
                 let far = Time.monotonic() + 3_600 * Time.s
                 let wallFar = Time.now(.MTR_CLOCK_REALTIME) + 3_600 * Time.s
                 var step: Int64 = 0
@@ -193,12 +197,12 @@ extension CoreContractTests {
         @Test func noCallbackStartsOnceAnArmReportedTheFault() {
             Identity.touch()
             let code = exitCodeOfChild(timeoutNs: 3 * Bounds.patienceNs) {
-                let before = CoreContractTests.Fault.timerfds(onClock: CLOCK_BOOTTIME)
-                guard let engine = Identity.makeEngine(standby: false), let gate = Identity.timer(engine, context: 1),
+                guard
+                    let (engine, mine) = Identity.engine(
+                        { Identity.makeEngine(standby: false) }, openingOn: CLOCK_BOOTTIME),
+                    mine.count == 1, let gate = Identity.timer(engine, context: 1),
                     let late = Identity.timer(engine, context: 2)
                 else { return 2 }
-                let mine = CoreContractTests.Fault.timerfds(onClock: CLOCK_BOOTTIME).filter { !before.contains($0) }
-                guard mine.count == 1 else { return 2 }
                 let now = Time.monotonic()
                 for _ in 0..<8 {
                     guard let probe = Identity.timer(engine, context: 2),
