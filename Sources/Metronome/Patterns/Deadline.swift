@@ -65,8 +65,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
     try await withEngineDeadline(
-        TimerInstant(roundingUp: expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation,
-        body: body)
+        TimerInstant(roundingUp: expiration), tolerance: tolerance, backend: nil, body: body)
 }
 
 /// `withDeadline` for a deadline on `SuspendingClock`, which reads `CLOCK_MONOTONIC` on
@@ -79,8 +78,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
     try await withEngineDeadline(
-        TimerInstant(roundingUp: expiration), tolerance: tolerance, backend: .engine(.shared), isolation: #isolation,
-        body: body)
+        TimerInstant(roundingUp: expiration), tolerance: tolerance, backend: nil, body: body)
 }
 
 /// `withDeadline` on an ``EngineClock``: timed by the clock's backend (an engine of your
@@ -100,8 +98,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: EngineClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(
-        expiration, tolerance: tolerance, backend: clock.backend, isolation: #isolation, body: body)
+    try await withEngineDeadline(expiration, tolerance: tolerance, backend: clock.backend, body: body)
 }
 
 /// Runs `body` in the current task and cancels the task if `body` is still running
@@ -128,7 +125,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     // Two forms where the standard has one with `tolerance: Duration? = nil`: a call that
     // leaves out the tolerance, or gives one, then matches this module's more closely than
     // the standard's, so that it never becomes ambiguous when the toolchain ships it.
-    try await withDeadline(.now + timeout, body: body)
+    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: nil, backend: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` with a tolerance: how late the cancellation may come, so that
@@ -138,7 +135,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     tolerance: Duration,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withDeadline(.now + timeout, tolerance: tolerance, body: body)
+    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: tolerance, backend: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` measured on `clock`.
@@ -148,7 +145,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: ContinuousClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withDeadline(clock.now + timeout, tolerance: tolerance, clock: clock, body: body)
+    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: tolerance, backend: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` measured on `clock`.
@@ -158,7 +155,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: SuspendingClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withDeadline(clock.now + timeout, tolerance: tolerance, clock: clock, body: body)
+    try await withEngineDeadline(in: timeout, on: .monotonic, tolerance: tolerance, backend: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` measured and timed by `clock`.
@@ -168,29 +165,51 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: EngineClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withDeadline(clock.now + timeout, tolerance: tolerance, clock: clock, body: body)
+    try await withEngineDeadline(clock.now + timeout, tolerance: tolerance, backend: clock.backend, body: body)
 }
 
-/// Every public form, once the deadline is an instant on one of the engine's clocks.
+/// The `in:` forms on `ContinuousClock` and `SuspendingClock`, which read `clock`: the
+/// deadline is `timeout` from one reading, rounded up to a whole nanosecond.
+@inline(__always)
+func withEngineDeadline<Return: ~Copyable, Failure: Error>(
+    in timeout: Duration,
+    on clock: TimerClock,
+    tolerance: Duration?,
+    backend: SafeDispatchTimer.Backend?,
+    isolation: isolated (any Actor)? = #isolation,
+    body: nonisolated(nonsending) () async throws(Failure) -> Return
+) async throws(Failure) -> Return {
+    let now = clock.nanosecondsNow
+    let expiration = TimerInstant(
+        nanoseconds: now.addingSaturating(TimerInstant.nanosecondsRoundedUp(timeout)), clock: clock)
+    return try await withEngineDeadline(
+        expiration, now: now, tolerance: tolerance, backend: backend, isolation: isolation, body: body)
+}
+
+/// Every public form, once the deadline is an instant on one of the engine's clocks, timed
+/// by `backend`, or by the shared engine for `nil` (which is then not even looked up when
+/// the thread has an idle timer of it).
 ///
 /// The caller's isolation is a parameter rather than `nonisolated(nonsending)`, so that
 /// the closure given to the task-local's `withValue`, which captures it, runs there too:
 /// a closure of its own would run on the global executor, a hop there and back per call.
+@inline(__always)
 func withEngineDeadline<Return: ~Copyable, Failure: Error>(
     _ expiration: TimerInstant,
+    now: Int64? = nil,
     tolerance: Duration?,
-    backend: SafeDispatchTimer.Backend,
-    isolation: isolated (any Actor)?,
+    backend: SafeDispatchTimer.Backend?,
+    isolation: isolated (any Actor)? = #isolation,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
     // An async function always runs in a task.
     let watch = withUnsafeCurrentTask { task in
         DeadlineWatch(task: task!, deadline: expiration, outer: DeadlineWatch.inForce)
     }
-    let timer = DeadlineTimer(backend, clock: expiration.clock)
+    let timer = backend.map { DeadlineTimer($0, clock: expiration.clock) } ?? DeadlineTimer(sharedOn: expiration.clock)
     defer { timer.end() }
     let deadline = expiration.nanoseconds
-    if deadline <= timer.core.now() {
+    if deadline <= now ?? timer.core.now() {
         watch.cancelAtOnce(passed: true)
     } else {
         let window = min(max(tolerance?.saturatingNanoseconds ?? 0, 0), Int64.max - deadline)
@@ -222,9 +241,15 @@ struct DeadlineTimer {
     /// Whether the timer is one of the shared engine's idle ones.
     private let isShared: Bool
 
+    /// A timer of the shared engine.
+    init(sharedOn clock: TimerClock) {
+        self.core = IdleDeadlineTimers.take(on: clock)
+        self.isShared = true
+    }
+
     init(_ backend: SafeDispatchTimer.Backend, clock: TimerClock) {
         if case .engine(let engine) = backend, engine.isShared {
-            self.core = IdleDeadlineTimers.take(on: clock, of: engine)
+            self.core = IdleDeadlineTimers.take(on: clock)
             self.isShared = true
         } else {
             self.core = TimerCore.make(delivery: nil, firing: backend.firing, clock: clock)
@@ -264,7 +289,11 @@ enum IdleDeadlineTimers {
     private static let perThread = 4
 
     private final class Idle {
-        var timers: [TimerCore] = []
+        // Reached only from the thread that owns it.
+        @exclusivity(unchecked) var timers: [TimerCore] = []
+        /// The process's fork count when `timers` were made: in a forked child they are
+        /// timers of the parent's shared engine, which is dead there.
+        @exclusivity(unchecked) var fork = ForkGeneration.current
     }
 
     private static let key: pthread_key_t = {
@@ -272,7 +301,9 @@ enum IdleDeadlineTimers {
         pthread_key_create(&key) { stored in
             // The thread ends, and its idle timers with it.
             guard let stored else { return }
-            for timer in Unmanaged<Idle>.fromOpaque(stored).takeRetainedValue().timers { timer.ownerGone() }
+            let idle = Unmanaged<Idle>.fromOpaque(stored).takeRetainedValue()
+            guard idle.fork == ForkGeneration.current else { return }
+            for timer in idle.timers { timer.ownerGone() }
         }
         return key
     }()
@@ -287,21 +318,24 @@ enum IdleDeadlineTimers {
         return idle
     }
 
-    /// An idle timer of `engine` on `clock`, or a new one.
-    static func take(on clock: TimerClock, of engine: TimerEngine) -> TimerCore {
+    /// An idle timer of the shared engine on `clock`, or a new one.
+    static func take(on clock: TimerClock) -> TimerCore {
         let idle = self.idle
-        if let index = idle.timers.lastIndex(where: { $0.clock == clock && $0.firing === engine }) {
-            return idle.timers.remove(at: index)
+        let fork = ForkGeneration.current
+        if idle.fork != fork {
+            // Left alone: the parent's engine, not this process's, holds them.
+            idle.timers.removeAll(keepingCapacity: true)
+            idle.fork = fork
         }
-        return TimerCore.make(delivery: nil, firing: engine, clock: clock)
+        if let index = idle.timers.lastIndex(where: { $0.clock == clock }) { return idle.timers.remove(at: index) }
+        return TimerCore.make(delivery: nil, firing: TimerEngine.shared, clock: clock)
     }
 
-    /// Disarms `timer` and keeps it for the next call on this thread. One of an engine a
-    /// fork left behind (the child's shared engine is a new one) is let go instead.
+    /// Disarms `timer` and keeps it for the next call on this thread.
     static func giveBack(_ timer: TimerCore) {
         _ = timer.cancel()
         let idle = self.idle
-        guard idle.timers.count < self.perThread, !timer.firing.isInherited else { return timer.ownerGone() }
+        guard idle.timers.count < self.perThread, idle.fork == ForkGeneration.current else { return timer.ownerGone() }
         idle.timers.append(timer)
     }
 }
@@ -323,7 +357,7 @@ extension TimerInstant {
     }
 
     /// `duration` in nanoseconds, rounded toward the future and clamped to `Int64`.
-    private static func nanosecondsRoundedUp(_ duration: Duration) -> Int64 {
+    static func nanosecondsRoundedUp(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         // `components` truncates toward zero, so a negative duration's fraction is negative.
         let fraction =

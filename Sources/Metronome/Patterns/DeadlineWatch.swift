@@ -43,7 +43,7 @@ final class DeadlineWatch: @unchecked Sendable {
     private let phase = Atomic<UInt8>(Phase.arming.rawValue)
     /// Where the task-local binding of this watch keeps it; set by the owning task as the
     /// binding begins, before any task can see it.
-    private var binding: UnsafeMutableRawPointer?
+    @exclusivity(unchecked) private var binding: UnsafeMutableRawPointer?
 
     init(task: UnsafeCurrentTask, deadline: TimerInstant, outer: DeadlineWatch?) {
         self.task = task
