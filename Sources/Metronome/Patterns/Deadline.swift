@@ -203,9 +203,10 @@ func withEngineDeadline<Return: ~Copyable, Failure: Error>(
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
     // An async function always runs in a task.
-    let watch = withUnsafeCurrentTask { task in
-        DeadlineWatch(task: task!, deadline: expiration, outer: DeadlineWatch.inForce)
+    var watch = withUnsafeCurrentTask { task in
+        IdleDeadlineTimers.watch(task: task!, deadline: expiration, outer: DeadlineWatch.inForce)
     }
+    defer { IdleDeadlineTimers.giveBack(&watch) }
     let timer = backend.map { DeadlineTimer($0, clock: expiration.clock) } ?? DeadlineTimer(sharedOn: expiration.clock)
     defer { timer.end() }
     let deadline = expiration.nanoseconds
@@ -291,6 +292,7 @@ enum IdleDeadlineTimers {
     private final class Idle {
         // Reached only from the thread that owns it.
         @exclusivity(unchecked) var timers: [TimerCore] = []
+        @exclusivity(unchecked) var watches: [DeadlineWatch] = []
         /// The process's fork count when `timers` were made: in a forked child they are
         /// timers of the parent's shared engine, which is dead there.
         @exclusivity(unchecked) var fork = ForkGeneration.current
@@ -314,6 +316,7 @@ enum IdleDeadlineTimers {
         }
         let idle = Idle()
         idle.timers.reserveCapacity(self.perThread)
+        idle.watches.reserveCapacity(self.perThread)
         pthread_setspecific(self.key, Unmanaged.passRetained(idle).toOpaque())
         return idle
     }
@@ -329,6 +332,26 @@ enum IdleDeadlineTimers {
         }
         if let index = idle.timers.lastIndex(where: { $0.clock == clock }) { return idle.timers.remove(at: index) }
         return TimerCore.make(delivery: nil, firing: TimerEngine.shared, clock: clock)
+    }
+
+    /// A watch for a new deadline: one the thread keeps, or a new one.
+    static func watch(task: UnsafeCurrentTask, deadline: TimerInstant, outer: DeadlineWatch?) -> DeadlineWatch {
+        guard let watch = self.idle.watches.popLast() else {
+            return DeadlineWatch(task: task, deadline: deadline, outer: outer)
+        }
+        watch.reuse(task: task, deadline: deadline, outer: outer)
+        return watch
+    }
+
+    /// Keeps `watch`, whose scope has ended, for the next call on this thread, unless
+    /// anything else still holds it: an unstructured task that copied the binding, or a
+    /// handler still running on the firing thread. Kept only then, no reader can ever see it
+    /// change.
+    static func giveBack(_ watch: inout DeadlineWatch) {
+        watch.release()
+        let idle = self.idle
+        guard idle.watches.count < self.perThread, isKnownUniquelyReferenced(&watch) else { return }
+        idle.watches.append(watch)
     }
 
     /// Disarms `timer` and keeps it for the next call on this thread.

@@ -35,11 +35,15 @@ final class DeadlineWatch: @unchecked Sendable {
     /// binding, in unstructured tasks made under it: read it through ``inForce``.
     @TaskLocal static var innermost: DeadlineWatch?
 
+    // Set by the owning task before the binding publishes the watch (``reuse(task:deadline:outer:)``
+    // for a watch that no one else holds), and read only after it.
+
     /// When the deadline falls, on its own clock.
-    let deadline: TimerInstant
+    @exclusivity(unchecked) private(set) var deadline: TimerInstant
     /// The deadline this one runs under, if any.
-    let outer: DeadlineWatch?
-    private let task: UnsafeCurrentTask
+    @exclusivity(unchecked) private(set) var outer: DeadlineWatch?
+    /// Read by another thread only while the phase lets it cancel, which ``end()`` ends.
+    @exclusivity(unchecked) private var task: UnsafeCurrentTask?
     private let phase = Atomic<UInt8>(Phase.arming.rawValue)
     /// Where the task-local binding of this watch keeps it; set by the owning task as the
     /// binding begins, before any task can see it.
@@ -49,6 +53,22 @@ final class DeadlineWatch: @unchecked Sendable {
         self.task = task
         self.deadline = deadline
         self.outer = outer
+    }
+
+    /// Readies a watch whose scope has ended, and that nothing else holds, for a new deadline.
+    func reuse(task: UnsafeCurrentTask, deadline: TimerInstant, outer: DeadlineWatch?) {
+        self.task = task
+        self.deadline = deadline
+        self.outer = outer
+        self.binding = nil
+        self.phase.store(Phase.arming.rawValue, ordering: .relaxed)
+    }
+
+    /// Lets go of the task and the outer deadline once the scope has ended (``end()``), so
+    /// that a watch kept for reuse keeps neither alive.
+    func release() {
+        self.task = nil
+        self.outer = nil
     }
 
     /// The innermost deadline in force in the current task: one whose cancellation reaches
@@ -113,7 +133,7 @@ final class DeadlineWatch: @unchecked Sendable {
     /// (`passed`), or the engine refused it. Either way the body runs cancelled, as past its
     /// deadline: a deadline that cannot be kept never lets the work run unbounded.
     func cancelAtOnce(passed: Bool) {
-        self.task.cancel()
+        self.task?.cancel()
         self.phase.store((passed ? Phase.timedOut : .engineStopped).rawValue, ordering: .releasing)
     }
 
@@ -135,7 +155,7 @@ final class DeadlineWatch: @unchecked Sendable {
                 expected: phase.rawValue, desired: Phase.cancelling.rawValue, ordering: .acquiringAndReleasing
             ).exchanged
         else { return false }
-        self.task.cancel()
+        self.task?.cancel()
         self.phase.store(ending.rawValue, ordering: .releasing)
         return true
     }
