@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// Unchecked: `UnsafeCurrentTask` is not `Sendable`, but the one call made on it from
 /// another thread, `cancel()`, is one that `Task` offers too and is safe from any thread;
-/// the reference it holds keeps the task's memory alive as long as this object lives.
+/// the reference it holds keeps the task's memory alive until the scope has ended.
 final class DeadlineWatch: @unchecked Sendable {
     /// Where the deadline stands.
     enum Phase: UInt8 {
