@@ -24,16 +24,27 @@ build: deps
 
 # The test suite, after the Swift library's layers are checked (scripts/check-layers.sh):
 # state machine, C core contract, SafeDispatchTimer on both backends; then
-# that a client gets no other package and no Foundation; then the Benchmarks package's
-# tests (measurement statistics, the CLI run as a process). Real time, but no timing
-# thresholds. Then every documentation snippet compiled as top-level code and in
-# an async function, and a top-level client run.
+# that a client gets no other package and no Foundation; then every documentation snippet
+# compiled as top-level code and in an async function, and a top-level client run; then
+# the Benchmarks package's tests (measurement statistics, the CLI run as a process). Real
+# time, but no timing thresholds. Every check runs even when one before it fails, so one
+# run reports them all; the target then fails, naming each check that did.
+TEST_CHECKS := \
+	"layers|scripts/check-layers.sh" \
+	"swift test|$(SWIFT) test $(CWARNINGS)" \
+	"client dependencies|SWIFT=$(SWIFT) scripts/check-client-dependencies.sh" \
+	"snippets|SWIFT=$(SWIFT) scripts/check-snippets.sh" \
+	"Benchmarks tests|$(SWIFT) test $(CWARNINGS) --package-path $(TOOLS)"
+
 test: deps
-	scripts/check-layers.sh
-	$(SWIFT) test $(CWARNINGS)
-	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh
-	SWIFT=$(SWIFT) scripts/check-snippets.sh
-	$(SWIFT) test $(CWARNINGS) --package-path $(TOOLS)
+	@failed=""; \
+	for check in $(TEST_CHECKS); do \
+		name="$${check%%|*}"; command="$${check#*|}"; \
+		echo "make test: $$name: $$command"; \
+		sh -c "$$command" || { echo "make test: $$name FAILED (exit $$?)"; failed="$$failed, $$name"; }; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: failed: $${failed#, }"; exit 1; fi; \
+	echo "make test: every check passed"
 
 # The suite with the engine compiled out (the trait `Engine` off, as where there is no
 # timerfd): the C core's own tests and the engine-only ones drop out, every other test runs

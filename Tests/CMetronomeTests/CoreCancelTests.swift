@@ -181,9 +181,8 @@ extension CoreContractTests {
                 guard Time.monotonic() < replaced else {
                     return .spoiled("the machine stalled past the replaced deadline")
                 }
-                #expect(
-                    !engine.log.wait(timeoutNs: now + 40 * Time.ms - Time.monotonic()) { !$0.firings.isEmpty },
-                    "fired for the replaced deadline")
+                // A firing for the replaced deadline carries it, or comes before the new one:
+                // both are checked below, on what fired rather than on when the test looked.
                 #expect(engine.waitFirings(1))
                 #expect(!engine.log.wait(timeoutNs: 20 * Time.ms) { $0.firings.count > 1 })
                 let firings = engine.firings

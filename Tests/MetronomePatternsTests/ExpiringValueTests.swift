@@ -45,7 +45,7 @@ struct ExpiringValueTests: EngineSuite {
                 }
             }
         }
-        trials.report(needing: 10)
+        trials.report()
         let (value, expiries, lastTouch) = try #require(last)
         #expect(expiries.wait(forCount: 1, timeout: .seconds(5)))
         #expect(expiries.entries.count == 1)

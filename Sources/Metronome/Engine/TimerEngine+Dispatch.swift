@@ -27,10 +27,12 @@ extension TimerEngine: BackendArmingsFiring {
     }
 
     /// Disarms and releases every timer, then waits for a running handler on the engine's
-    /// queue, unless called from a handler on the queue of any engine.
+    /// queue, unless called from a handler on the queue of any engine. A stop racing
+    /// another returns once the other's teardown is over, as the engine's does.
     func stop() {
-        for timer in self.armings.stop() { timer.released() }
-        if DispatchQueue.getSpecific(key: Self.firingQueueKey) == nil { self.firingQueue.sync {} }
+        let fromAHandler = DispatchQueue.getSpecific(key: Self.firingQueueKey) != nil
+        self.armings.stop(waitingForAnother: !fromAHandler)
+        if !fromAHandler { self.firingQueue.sync {} }
     }
 
     /// The timers armed now; every other counter is zero, as GCD reports none of them.

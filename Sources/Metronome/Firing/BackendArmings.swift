@@ -1,3 +1,5 @@
+@preconcurrency import Dispatch
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -29,6 +31,10 @@ final class BackendArmings: TimerFiring {
     }
 
     private let table = LockedBox(Table())
+
+    /// Entered by the first stop until it has told every timer: a stop that races it waits
+    /// here, so that no stop returns with a timer still running or a handler still held.
+    private let teardown = DispatchGroup()
 
     init(_ timerBackend: any TimerBackend) {
         self.timerBackend = timerBackend
@@ -96,17 +102,27 @@ final class BackendArmings: TimerFiring {
         self.table.withLockedValue { $0.isStopped }
     }
 
-    /// Refuses armings from now on and disarms every one. Returns the timers they fired,
-    /// for the caller to tell once no lock is held: telling one takes its lock.
-    func stop() -> [TimerCore] {
-        let armings = self.table.withLockedValue { table in
+    /// Refuses armings from now on, disarms every one and tells the timers they fired that
+    /// the seam let go of them (which cancels them and releases their handlers), once no
+    /// lock is held: telling one takes its lock. The first stop does the work; one that
+    /// races it waits until that is over, unless `waitingForAnother` is `false` (a stop
+    /// from a handler, which the first stop may be waiting for).
+    func stop(waitingForAnother: Bool) {
+        let armings = self.table.withLockedValue { table -> [Arming]? in
+            guard !table.isStopped else { return nil }
             table.isStopped = true
+            self.teardown.enter()
             defer { table.armings = [:] }
             // One still being armed is its arming call's to refuse.
             return table.armings.values.filter { $0.handle != nil }
         }
+        guard let armings else {
+            if waitingForAnother { self.teardown.wait() }
+            return
+        }
         for arming in armings { arming.handle?.disarm() }
-        return armings.compactMap(\.timer.core)
+        for timer in armings.compactMap(\.timer.core) { timer.released() }
+        self.teardown.leave()
     }
 }
 

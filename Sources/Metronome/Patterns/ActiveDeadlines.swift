@@ -6,6 +6,12 @@
 /// (SE-0526) under names of their own, so that neither shadows the other when a toolchain
 /// ships them; they see only deadlines set by this module's `withDeadline`.
 ///
+/// A task sees only the deadlines that can cancel it: those set in the task itself, and, in
+/// a child task (`async let`, a task group's), those of its parent, whose cancellation
+/// reaches it. An unstructured `Task {}` made inside a deadline's body inherits its
+/// task-local values, but the deadline never cancels it, so it sees none of them; neither
+/// does a `Task.detached`.
+///
 /// ```swift
 /// func query(_ sql: String) async throws(QueryError) -> Rows {
 ///     do {
@@ -16,9 +22,10 @@
 /// }
 /// ```
 extension Task where Success == Never, Failure == Never {
-    /// Whether the current task runs inside a `withDeadline` of this module.
+    /// Whether the current task runs inside a `withDeadline` of this module that can
+    /// cancel it.
     public static var hasActiveEngineDeadline: Bool {
-        DeadlineWatch.innermost != nil
+        DeadlineWatch.inForce != nil
     }
 
     /// The earliest deadline in force in the current task on `ContinuousClock` (the
@@ -58,7 +65,7 @@ extension Task where Success == Never, Failure == Never {
     /// the toolchain has one. The thrown type stays the body's own; read this inside the
     /// deadline's body, where the cancellation is caught.
     public static var isEngineDeadlineExpired: Bool {
-        var watch = DeadlineWatch.innermost
+        var watch = DeadlineWatch.inForce
         while let current = watch {
             if current.hasCancelled { return true }
             watch = current.outer
@@ -68,7 +75,7 @@ extension Task where Success == Never, Failure == Never {
 
     private static func earliestDeadline(on clock: TimerClock) -> Int64? {
         var earliest: Int64?
-        var watch = DeadlineWatch.innermost
+        var watch = DeadlineWatch.inForce
         while let current = watch {
             if current.deadline.clock == clock { earliest = min(earliest ?? .max, current.deadline.nanoseconds) }
             watch = current.outer
