@@ -131,6 +131,7 @@ mtr_engine_thread_(void *arg)
 	mtr_engine *engine = arg;
 
 	mtr_firing_engine_ = engine;
+	atomic_store(&engine->thread_tid, gettid());
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	while (!atomic_load_explicit(&engine->stopping, memory_order_acquire) &&
 	    !atomic_load_explicit(&engine->fault, memory_order_acquire)) {

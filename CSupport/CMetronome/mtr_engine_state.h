@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/types.h>
 
 struct event_base;
 
@@ -42,6 +43,7 @@ struct mtr_engine {
 	 * the alarm's settimes. */
 	pthread_t standby;
 	bool standby_started;
+	_Atomic pid_t thread_tid; /* the firing thread's kernel id */
 	struct mtr_timerfd alarm;
 	struct mtr_lock alarm_lock;
 	_Atomic int64_t alarm_ns;

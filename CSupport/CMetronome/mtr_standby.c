@@ -8,16 +8,24 @@
  * It sleeps in a read of its alarm, a timerfd that the firing thread moves
  * on at the end of every pass (mtr_queue_set_alarm_), an overrun past the
  * next expiry: the alarm rings only when that thread is late. Then, if the
- * firing thread is in a callback that began an overrun ago, the standby
- * takes the firing (engine->firer): it fires what is due in every shard
+ * firing thread is in a callback that began an overrun ago and is blocked
+ * in it (the kernel has it asleep: waiting for a lock, I/O, a sleep), the
+ * standby takes the firing (engine->firer): it fires what is due in every shard
  * and clock, and its alarm rings at each expiry from then on. The firing
  * thread takes the firing back when its callback returns, and the standby
  * lets go after its own callback, if it is in one; only the holder starts
  * callbacks, and a timer whose callback one thread runs fires on the
  * other only after it (mtr_fire.c). Counted in takeovers.
  *
+ * A callback that runs (computes) or that a busy machine has preempted is
+ * left alone: handing its engine to another thread would only run two
+ * callbacks at once on a machine that has no core for the second, and
+ * callbacks that start in key order would record their starts out of it.
+ *
  * What it does not cover: a second handler that blocks while the first
- * still does (on the standby itself) holds the rest up until one returns.
+ * still does (on the standby itself) holds the rest up until one returns;
+ * a handler that computes for long holds the engine as any work on its
+ * thread would.
  * Go's runtime hands a blocked thread's processor to another in the same
  * way, and starts as many threads as it needs; one standby covers the
  * case of one slow handler at a time.
@@ -26,7 +34,10 @@
 #include "mtr_queue.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 /* When the firing thread's running callback overruns (CLOCK_MONOTONIC),
@@ -46,6 +57,29 @@ mtr_standby_overrun_at_(mtr_engine *engine)
 		mtr_lock_give_(&shard->lock);
 	}
 	return at_ns;
+}
+
+/*
+ * Whether the firing thread is asleep in the kernel, as /proc says (its
+ * state after the command's closing parenthesis). Without /proc, or with
+ * no descriptor to read it, it counts as blocked.
+ */
+static bool
+mtr_standby_thread_blocked_(mtr_engine *engine)
+{
+	char path[64], stat[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat",
+	    (int)atomic_load(&engine->thread_tid));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	stat[n] = '\0';
+	const char *end = strrchr(stat, ')');
+	return end == NULL || end[1] != ' ' || end[2] != 'R';
 }
 
 static void *
@@ -76,6 +110,13 @@ mtr_standby_thread_(void *arg)
 			if (atomic_load(&engine->alarm_ns) > now_ns)
 				continue;
 			int64_t overrun_ns = mtr_standby_overrun_at_(engine);
+			/* Overrun but running or preempted: look again an
+			 * overrun on. */
+			if (overrun_ns <= now_ns &&
+			    !mtr_standby_thread_blocked_(engine)) {
+				mtr_queue_alarm_at_(engine, now_ns + MTR_OVERRUN_NS);
+				continue;
+			}
 			if (overrun_ns > now_ns) {
 				/* Not overrun (yet): look again when the running
 				 * callback would overrun; while the thread is late

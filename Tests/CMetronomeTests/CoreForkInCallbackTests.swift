@@ -73,7 +73,7 @@ private enum Forking {
             case Forking.laterTimer:
                 Forking.laterFirings.add(1, ordering: .releasing)
             case Forking.blockingTimer:
-                while !Forking.unblock.load(ordering: .acquiring) { sched_yield() }
+                while !Forking.unblock.load(ordering: .acquiring) { usleep(1_000) }
             default:
                 break
             }

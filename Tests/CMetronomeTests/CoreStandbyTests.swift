@@ -1,6 +1,6 @@
 #if Engine
-// The standby (mtr_standby.c): while a callback of the firing thread runs past the overrun
-// bound, the engine's other timers still fire; a timer's callbacks never overlap; cancel_sync
+// The standby (mtr_standby.c): while a callback of the firing thread is blocked past the
+// overrun bound, the engine's other timers still fire; one that computes is left alone; a timer's callbacks never overlap; cancel_sync
 // and destroy treat a callback the standby runs as they treat the firing thread's. Each test
 // asserts an order (what fired while what ran) through gates, never a wall-clock bound; the
 // lateness behind a blocked callback is printed, and measured by `metronome stress`.
@@ -36,7 +36,7 @@ extension CoreContractTests {
             engine.destroyAndExpectAllReleasedOnce()
         }
 
-        /// A repeating timer whose first firing blocks for 20 periods while the standby
+        /// A repeating timer whose first firing blocks (sleeps) for 20 periods while the standby
         /// holds the firing: its next firings wait for that callback, never run beside it,
         /// and keep to the schedule's missed-period rule.
         @Test func aTimersCallbacksNeverOverlap() throws {
@@ -50,7 +50,7 @@ extension CoreContractTests {
                     overlaps.add(1, ordering: .relaxed)
                 }
                 // The first firing blocks, whatever its sequence (a late start skips some).
-                if !blocked.exchange(true, ordering: .relaxed) { Time.spin(20 * period) }
+                if !blocked.exchange(true, ordering: .relaxed) { Time.sleep(20 * period) }
                 inside.subtract(1, ordering: .sequentiallyConsistent)
             }
             // A second timer keeps the standby firing while the first blocks.
@@ -70,6 +70,24 @@ extension CoreContractTests {
                 #expect(ticks[1].missed >= 1, "the block's skipped periods were not counted")
             }
             expectNeverEarly(ticks)
+            engine.destroyAndExpectAllReleasedOnce()
+        }
+
+        /// A callback that computes past the bound is left to finish: the firing is not handed
+        /// over, so the callbacks of a loaded machine still run one at a time, in key order.
+        @Test func aComputingCallbackKeepsTheFiring() throws {
+            let engine = try Engine(standby: true)
+            let computing = try engine.makeTimer { _ in Time.spin(20 * Time.ms) }
+            let other = try engine.makeTimer()
+            let start = Time.monotonic()
+            try #require(computing.armOnce(at: start) == 0)
+            try #require(other.armOnce(at: start + 5 * Time.ms) == 0)
+            try #require(engine.waitFirings(2))
+            let firings = engine.firings
+            let busy = try #require(firings.first { $0.probe == computing.index })
+            let next = try #require(firings.first { $0.probe == other.index })
+            #expect(next.startNs >= busy.endNs, "a callback ran beside one that computes")
+            #expect(engine.counters.takeovers == 0)
             engine.destroyAndExpectAllReleasedOnce()
         }
 
