@@ -22,7 +22,8 @@ deps:
 build: deps
 	$(SWIFT) build $(CWARNINGS)
 
-# The test suite, after the Swift library's layers are checked (scripts/check-layers.sh):
+# The test suite, after the Swift library's layers are checked (scripts/check-layers.sh)
+# and the README, CHANGELOG and CLI found to name one version (scripts/check-versions.sh):
 # state machine, C core contract, SafeDispatchTimer on both backends; then
 # that a client gets no other package and no Foundation; then the Benchmarks package's
 # tests (measurement statistics, the CLI run as a process). Real time, but no timing
@@ -30,6 +31,7 @@ build: deps
 # an async function, and a top-level client run.
 test: deps
 	scripts/check-layers.sh
+	scripts/check-versions.sh
 	$(SWIFT) test $(CWARNINGS)
 	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh
 	SWIFT=$(SWIFT) scripts/check-snippets.sh
