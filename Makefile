@@ -39,10 +39,12 @@ test: deps
 
 # The suite with the engine compiled out (the trait `Engine` off, as where there is no
 # timerfd): the C core's own tests and the engine-only ones drop out, every other test runs
-# on the GCD stand-in for the engine. Then a client with the engine off links no libevent.
+# on the GCD stand-in for the engine. Then a client with the engine off links no libevent,
+# and its build warns that GCD serves.
 test-engineless: deps
 	$(SWIFT) test $(CWARNINGS) --disable-default-traits --scratch-path .build-engineless
 	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh --engineless
+	SWIFT=$(SWIFT) scripts/check-engine-trait-warning.sh
 
 # The fork tests' children start an engine, hence a thread; ThreadSanitizer refuses threads
 # after a multi-threaded fork unless told otherwise.
