@@ -36,8 +36,8 @@ private struct Profiles {
 /// The code of the README's ```swift blocks, kept compiling and running here. Each block is
 /// copied as the README shows it; what surrounds it makes it checkable. The frame loop over
 /// swift-async-algorithms' `AsyncTimerSequence` lives in the Benchmarks package
-/// (`EngineClockAsyncAlgorithmsTests`), as does the swift-log and swift-metrics example
-/// (`MetronomeObservabilityTests`).
+/// (`EngineClockAsyncAlgorithmsTests`), as do the swift-log and swift-metrics example and the
+/// checklist's tick loop in a service (`MetronomeObservabilityTests`).
 @Suite
 struct ReadmeSnippetTests {
     /// What the snippets wrote with `log(_:)`, in order.
