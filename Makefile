@@ -22,7 +22,8 @@ deps:
 build: deps
 	$(SWIFT) build $(CWARNINGS)
 
-# The test suite, after the Swift library's layers are checked (scripts/check-layers.sh):
+# The test suite, after the Swift library's layers are checked (scripts/check-layers.sh)
+# and the README, CHANGELOG and CLI found to name one version (scripts/check-versions.sh):
 # state machine, C core contract, SafeDispatchTimer on both backends; then
 # that a client gets no other package and no Foundation; then every documentation snippet
 # compiled as top-level code and in an async function, and a top-level client run; then
@@ -31,6 +32,7 @@ build: deps
 # run reports them all; the target then fails, naming each check that did.
 TEST_CHECKS := \
 	"layers|scripts/check-layers.sh" \
+	"versions|scripts/check-versions.sh" \
 	"swift test|$(SWIFT) test $(CWARNINGS)" \
 	"client dependencies|SWIFT=$(SWIFT) scripts/check-client-dependencies.sh" \
 	"snippets|SWIFT=$(SWIFT) scripts/check-snippets.sh" \
@@ -48,10 +50,12 @@ test: deps
 
 # The suite with the engine compiled out (the trait `Engine` off, as where there is no
 # timerfd): the C core's own tests and the engine-only ones drop out, every other test runs
-# on the GCD stand-in for the engine. Then a client with the engine off links no libevent.
+# on the GCD stand-in for the engine. Then a client with the engine off links no libevent,
+# and its build warns that GCD serves.
 test-engineless: deps
 	$(SWIFT) test $(CWARNINGS) --disable-default-traits --scratch-path .build-engineless
 	SWIFT=$(SWIFT) scripts/check-client-dependencies.sh --engineless
+	SWIFT=$(SWIFT) scripts/check-engine-trait-warning.sh
 
 # The fork tests' children start an engine, hence a thread; ThreadSanitizer refuses threads
 # after a multi-threaded fork unless told otherwise.

@@ -79,7 +79,12 @@ let package = Package(
                     name: "ServiceLifecycle", package: "swift-service-lifecycle",
                     condition: .when(traits: ["ServiceLifecycle"])),
             ],
-            swiftSettings: strictSwift
+            // Built without the engine on Linux it warns that GCD serves
+            // (Sources/Metronome/Vocabulary/EngineTrait.swift), a warning that must stay one.
+            swiftSettings: [
+                .treatAllWarnings(as: .error, .when(traits: ["Engine"])),
+                .enableUpcomingFeature("ExistentialAny"),
+            ]
         ),
         .target(name: "MetronomeTesting", dependencies: ["Metronome"], swiftSettings: strictSwift),
         .target(

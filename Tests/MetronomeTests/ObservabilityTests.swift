@@ -1,4 +1,5 @@
 import Glibc
+import MetronomeTestSupport
 import MetronomeTesting
 import Testing
 
@@ -31,7 +32,7 @@ struct ObservabilityTests {
         #expect(timer.currentSchedule == nil)
     }
 
-    @Test
+    @Test(.needsTheEngine("without it the engine backend says GCD serves (EnginelessDescriptionTests)"))
     func timerReportsTheBackendItWasGiven() throws {
         let engine = try TimerEngine()
         defer { engine.syncShutdown() }
@@ -71,7 +72,7 @@ struct ObservabilityTests {
         )
     }
 
-    @Test
+    @Test(.needsTheEngine("without it an engine describes GCD (EnginelessDescriptionTests)"))
     func engineDescribesItsConfigurationAndCounters() throws {
         let configuration = TimerEngine.Configuration(spinWindow: .microseconds(20))
         let engine = try TimerEngine(configuration: configuration)

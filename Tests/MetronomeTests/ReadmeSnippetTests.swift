@@ -36,8 +36,8 @@ private struct Profiles {
 /// The code of the README's ```swift blocks, kept compiling and running here. Each block is
 /// copied as the README shows it; what surrounds it makes it checkable. The frame loop over
 /// swift-async-algorithms' `AsyncTimerSequence` lives in the Benchmarks package
-/// (`EngineClockAsyncAlgorithmsTests`), as does the swift-log and swift-metrics example
-/// (`MetronomeObservabilityTests`).
+/// (`EngineClockAsyncAlgorithmsTests`), as do the swift-log and swift-metrics example and the
+/// checklist's tick loop in a service (`MetronomeObservabilityTests`).
 @Suite
 struct ReadmeSnippetTests {
     /// What the snippets wrote with `log(_:)`, in order.
@@ -125,7 +125,48 @@ struct ReadmeSnippetTests {
         #expect(!Task.isCancelled)
     }
 
-    // MARK: Ticks, an idle timeout, timers by id
+    // MARK: In a server: a checklist
+
+    /// The checklist's status block, with a `profiles` that answers at once, or only when
+    /// cancelled: 200 when the body returns, 504 when the deadline cancels it, 499 when the
+    /// request's task is cancelled first (a client that went away).
+    @Test(.timeLimit(.minutes(1)))
+    func aDeadlineIsNotAClientThatWentAway() async throws {
+        struct Profiles {
+            var answers: Bool
+            func load(_ id: Int) async throws -> Int {
+                if !self.answers { try await Task.sleep(for: .seconds(3_600)) }
+                return id
+            }
+        }
+        func handled(answering answers: Bool, cancelled: Bool = false) async -> Int {
+            let profiles = Profiles(answers: answers)
+            func status(of id: Int) async -> Int {                   // an HTTP status code
+                do {
+                    return try await withDeadline(in: .milliseconds(200)) {
+                        do {
+                            _ = try await profiles.load(id)
+                            return 200
+                        } catch is CancellationError where Task.isEngineDeadlineExpired {
+                            return 504                               // the deadline passed
+                        }
+                    }
+                } catch is CancellationError {
+                    return 499                                       // the client went away
+                } catch {
+                    return 500
+                }
+            }
+            let request = Task { await status(of: 7) }
+            if cancelled { request.cancel() }
+            return await request.value
+        }
+        #expect(await handled(answering: true) == 200)
+        #expect(await handled(answering: false) == 504)
+        #expect(await handled(answering: false, cancelled: true) == 499)
+    }
+
+    // MARK: Ticks, an idle timeout
 
     /// The loop runs until its task is cancelled, then ends.
     @Test(.timeLimit(.minutes(1)))
@@ -152,29 +193,6 @@ struct ReadmeSnippetTests {
         #expect(current === connection)
         #expect(session.invalidate() === connection)
         #expect(session.value == nil)
-    }
-
-    /// Both timers are cancelled before they are due: one `cancelled` event each, in the
-    /// order given.
-    @Test(.timeLimit(.minutes(1)))
-    func schedulerEvents() async {
-        let watching = Task {
-            let scheduler = TimerScheduler()
-            let events = scheduler.events                             // or setDelegate(_:)
-            let id = scheduler.schedule(after: .seconds(2))
-            let poll = scheduler.schedule(after: .seconds(1), every: .seconds(1))
-            scheduler.cancel([id, poll])
-            for await event in events {
-                switch event {
-                case .executed(let id, let willRepeat): log("\(id) executed, will repeat: \(willRepeat)")
-                case .cancelled(let id): log("\(id) cancelled")
-                }
-            }
-            return [id, poll]
-        }
-        let lines = await self.lines(logged: 2)
-        watching.cancel()
-        #expect(lines == (await watching.value).map { "\($0) cancelled" })
     }
 
     // MARK: Testing without waiting

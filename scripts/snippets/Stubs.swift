@@ -88,3 +88,8 @@ let server = Server()
 let eventLoop = EventLoop()
 
 func flushPendingWrites() {}
+
+/// swift-service-lifecycle's, which ends a sequence at the group's graceful shutdown.
+extension AsyncSequence where Self: Sendable, Element: Sendable {
+    func cancelOnGracefulShutdown() -> Self { self }
+}

@@ -2,8 +2,8 @@
 ///
 /// The JSON keys are a stable schema that other tools read: `backend`, `samples`, `min_us`,
 /// `mean_us`, `stddev_us`, `p50_us`, `p90_us`, `p99_us`, `p999_us`, `max_us`, `missed`, `early`,
-/// `wakeups_per_s`, `cpu_ms_per_1k`, and `threads` (each measuring thread's worst case) when
-/// the subject ran on measuring threads of its own.
+/// `wakeups_per_s`, `cpu_ms_per_1k`, `rounds` (each round's percentiles alone), and `threads`
+/// (each measuring thread's worst case) when the subject ran on measuring threads of its own.
 public struct JitterResult: Codable, Sendable, Equatable {
     /// The subject's name.
     public var backend: String
@@ -34,6 +34,9 @@ public struct JitterResult: Codable, Sendable, Equatable {
     public var wakeupsPerSecond: Double
     /// CPU milliseconds the process spent per 1000 firings, load threads excluded.
     public var cpuMillisecondsPer1k: Double
+    /// Each round's samples alone, in the order they ran, so that a reader sees how far the
+    /// rounds spread; `nil` where the result was not measured in rounds.
+    public var rounds: [JitterRound]?
     /// Each measuring thread's part, or `nil` when the subject was measured as a whole.
     public var threads: [JitterThreadResult]?
     /// The subject's own remark about the run; not part of the JSON row, reports collect it
@@ -50,6 +53,7 @@ public struct JitterResult: Codable, Sendable, Equatable {
         wakeupsPerSecond: Double,
         cpuMillisecondsPer1k: Double,
         note: String? = nil,
+        rounds: [JitterRound]? = nil,
         threads: [JitterThreadResult]? = nil
     ) {
         self.backend = backend
@@ -68,6 +72,7 @@ public struct JitterResult: Codable, Sendable, Equatable {
         self.wakeupsPerSecond = wakeupsPerSecond.rounded(toPlaces: 1)
         self.cpuMillisecondsPer1k = cpuMillisecondsPer1k.rounded(toPlaces: 3)
         self.note = note
+        self.rounds = rounds
         self.threads = threads
     }
 
@@ -86,7 +91,37 @@ public struct JitterResult: Codable, Sendable, Equatable {
         case early
         case wakeupsPerSecond = "wakeups_per_s"
         case cpuMillisecondsPer1k = "cpu_ms_per_1k"
+        case rounds
         case threads
+    }
+}
+
+/// One round of a backend's jitter run: its share of the samples, summarised alone.
+///
+/// JSON keys: `samples`, `p50_us`, `p99_us`, `max_us`.
+public struct JitterRound: Codable, Sendable, Equatable {
+    /// Samples recorded in the round.
+    public var samples: Int
+    /// Median lateness in the round, µs.
+    public var p50Microseconds: Double
+    /// 99th percentile of lateness in the round, µs.
+    public var p99Microseconds: Double
+    /// Largest lateness in the round, µs.
+    public var maxMicroseconds: Double
+
+    /// The round's figures from its recorder's summary.
+    public init(_ latency: LatencySummary) {
+        self.samples = latency.samples
+        self.p50Microseconds = latency.p50Microseconds
+        self.p99Microseconds = latency.p99Microseconds
+        self.maxMicroseconds = latency.maxMicroseconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case samples
+        case p50Microseconds = "p50_us"
+        case p99Microseconds = "p99_us"
+        case maxMicroseconds = "max_us"
     }
 }
 

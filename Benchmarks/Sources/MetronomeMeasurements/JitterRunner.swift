@@ -94,6 +94,7 @@ public enum JitterRunner {
                     breakNote?.subject == index ? breakNote?.text : nil,
                 ]
                 .compactMap { $0 }.joined(separator: "; ").nilIfEmpty,
+                rounds: total.rounds,
                 threads: total.counters.threads
             )
         }
@@ -104,8 +105,10 @@ public enum JitterRunner {
         let recorder: LatencyRecorder
         var counters = SubjectCounters(wakeups: 0)
         var cost = RunCost(elapsedNanoseconds: 0, cpuNanoseconds: 0, voluntaryWakeups: 0)
+        var rounds: [JitterRound] = []
 
         mutating func add(_ round: LatencyRecorder, counters: SubjectCounters, cost: RunCost) {
+            self.rounds.append(JitterRound(round.summary))
             self.recorder.merge(round)
             self.cost = self.cost + cost
             // A count is only meaningful if every round had one.

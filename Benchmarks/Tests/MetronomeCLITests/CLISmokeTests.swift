@@ -71,8 +71,10 @@ struct CLISmokeTests {
             command: "jitter")
         #expect(rows.map { $0["backend"] as? String } == backends)
         for row in rows {
-            #expect(Set(row.keys) == Self.latencyKeys)
+            #expect(Set(row.keys) == Self.latencyKeys.union(["rounds"]))
             #expect(row["samples"] as? Int == 200)
+            let rounds = try #require(row["rounds"] as? [[String: Any]])
+            #expect(rounds.compactMap { $0["samples"] as? Int } == [100, 100], "each round's own samples")
             #expect(row["early"] as? Int == 0, "\(row)")
         }
     }

@@ -16,10 +16,15 @@ extension SafeDispatchTimer: CustomStringConvertible, CustomDebugStringConvertib
 }
 
 extension SafeDispatchTimer.Backend: CustomStringConvertible {
-    /// The kind of backend: `engine`, `dispatch`, or `custom(` and the backend's type `)`.
+    /// The kind of backend: `engine`, `dispatch`, or `custom(` and the backend's type `)`;
+    /// `engine (GCD)` when the library is built without the `Engine` trait.
     public var description: String {
         switch self {
+        #if Engine
         case .engine: "engine"
+        #else
+        case .engine: "engine (GCD)"
+        #endif
         case .dispatch: "dispatch"
         case .custom(let backend): "custom(\(type(of: backend)))"
         }

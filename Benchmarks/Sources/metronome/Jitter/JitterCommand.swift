@@ -281,10 +281,14 @@ struct JitterCommand: ParsableCommand {
             progress: Terminal.progress(quiet: self.json)
         )
         let unit: LatencyUnit = self.nsecs ? .nanoseconds : .microseconds
+        let roundsTable = JitterTableNotes.roundsTable(results, unit: unit)
         let allNotes =
             notes + controls.refusals
             + JitterRunner.notes(config: config, load: self.load, rounds: self.rounds, results: results)
             + results.compactMap { Self.threadNote($0, unit: unit) }
+            + JitterTableNotes.resultColumns(unit: unit, comparedWithGCD: results.contains { $0.backend == "gcd" })
+            + (roundsTable == nil ? [] : JitterTableNotes.roundsColumnNotes(unit: unit))
+            + [JitterTableNotes.rankingNote(results)].compactMap { $0 }
         let settings = JitterSettings(
             load: self.load, rounds: self.rounds, backends: subjects.map(\.name),
             threads: measuringCPUs?.count ?? 1, affinity: Self.pinned(measuringCPUs), smp: self.smp,
@@ -304,7 +308,7 @@ struct JitterCommand: ParsableCommand {
             report, json: self.json,
             settings: "interval \(self.interval) µs, \(samples) samples, \(self.timers) timer(s)\(threads ?? ""), "
                 + "leeway \(self.leeway) µs, load \(self.load), \(self.rounds) rounds",
-            tables: [ResultTable.jitter(results, unit: unit)])
+            tables: [ResultTable.jitter(results, unit: unit)] + [roundsTable].compactMap { $0 })
     }
 
     /// Each thread's worst case, as cyclictest prints a `Max` per thread.
