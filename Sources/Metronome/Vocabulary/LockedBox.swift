@@ -26,19 +26,16 @@ package struct LockedBox<Value>: @unchecked Sendable {
     }
 }
 
-/// The object behind ``LockedBox``, which a timer's core extends so that its state and its
-/// lock share the one object a firing reaches.
-class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
-    static func make(_ value: Value) -> Self {
-        // `self`, the metatype it is called on, not `Self`: optimized, `Self.create` here
-        // allocates the base class, and a subclass's instance would not be one.
+/// The object behind ``LockedBox``.
+final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+    static func make(_ value: Value) -> LockedBuffer<Value> {
         let buffer = self.create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
             pthread_mutex_init(mutex, nil)
         }
-        // `create` returns the instance typed as the base class.
-        return unsafeDowncast(buffer, to: Self.self)
+        // `create` returns the instance typed as `ManagedBuffer`.
+        return unsafeDowncast(buffer, to: LockedBuffer<Value>.self)
     }
 
     deinit {
@@ -49,12 +46,12 @@ class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
         // ManagedBuffer destroys the header (the value) itself.
     }
 
-    final func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try self.withLock { try body(&$0.pointee) }
     }
 
     /// Runs `body` holding the mutex, given the value's address, to reach only a part of it.
-    final func withLock<Result>(_ body: (UnsafeMutablePointer<Value>) throws -> Result) rethrows -> Result {
+    func withLock<Result>(_ body: (UnsafeMutablePointer<Value>) throws -> Result) rethrows -> Result {
         try self.withUnsafeMutablePointers { value, mutex in
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }

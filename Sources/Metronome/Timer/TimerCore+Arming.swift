@@ -1,0 +1,216 @@
+@preconcurrency import Dispatch
+
+/// The shell around a timer's core: decides under its lock, and arms, moves or disarms
+/// through the seam before unlocking, with one seam call that takes only the seam's own
+/// locks; a retirement and anything that may call back into the timer run unlocked.
+extension TimerCore {
+    var schedule: TimerSchedule? {
+        self.withLockedStorage { $0.machine.state.schedule }
+    }
+
+    var state: SafeDispatchTimer.State {
+        self.withLockedStorage { $0.machine.state.public }
+    }
+
+    func schedule(
+        deadline: DispatchTime, repeating: DispatchTimeInterval, leeway: DispatchTimeInterval,
+        missedTicks: MissedTickPolicy = .skip
+    ) -> TimerSchedule? {
+        guard case .nanoseconds(let leeway)? = DispatchConversions.interval(leeway),
+            let period = DispatchConversions.interval(repeating)
+        else { return nil }
+        return Self.schedule(
+            start: self.nanoseconds(of: deadline), period: period.nanoseconds, leeway: leeway, missedTicks: missedTicks)
+    }
+
+    /// A `DispatchTime` on this timer's clock. Inlined: on the monotonic clock it is one
+    /// conversion, and a call would cost more.
+    @inline(__always)
+    private func nanoseconds(of deadline: DispatchTime) -> Int64 {
+        DispatchConversions.deadline(deadline, on: self.clock) { _ in self.now() }
+    }
+
+    private static func schedule(start: Int64, period: Int64?, leeway: Int64, missedTicks: MissedTickPolicy)
+        -> TimerSchedule?
+    {
+        // A window past the end of time (`.distantFuture` means "never") is cut short, never
+        // moved earlier: late, never early.
+        TimerSchedule(
+            deadlineNanoseconds: start, periodNanoseconds: period,
+            leewayNanoseconds: min(leeway, .max - max(start, 0)), missedTicks: missedTicks)
+    }
+
+    /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
+    /// the backend refused.
+    func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
+        var refusal: TimerError?
+        let armed = self.withLockedStorage { storage -> Bool in
+            guard case .arm(let schedule) = storage.machine.schedule(schedule) else { return false }
+            storage.handler = TimerState.Handler(run: handler)
+            refusal = self.arm(schedule, &storage)
+            return refusal == nil
+        }
+        if let refusal { throw refusal }
+        return armed
+    }
+
+    func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval) -> Bool {
+        guard let period = DispatchConversions.interval(repeating) else { return false }
+        // Read outside the lock: a backend's clock may take a lock of its own.
+        let start = self.nanoseconds(of: deadline)
+        return self.reschedule { leeway, missedTicks in
+            Self.schedule(start: start, period: period.nanoseconds, leeway: leeway, missedTicks: missedTicks)
+        }
+    }
+
+    /// The schedule of a `Duration`-family call, by the rules every type follows: a delay
+    /// or deadline that has passed fires at once, a negative leeway is none, a span past
+    /// `Int64` nanoseconds saturates (a deadline there never comes), a leeway longer than
+    /// the period is cut to it, and only a period that is not positive is refused.
+    func schedule(
+        after delay: Duration, every period: Duration?, leeway: Duration, missedTicks: MissedTickPolicy = .skip
+    ) throws(TimerError) -> TimerSchedule {
+        try Self.schedule(at: self.deadline(after: delay), every: period, leeway: leeway, missedTicks: missedTicks)
+    }
+
+    func reschedule(after delay: Duration, every period: Duration?) -> Bool {
+        self.reschedule(at: self.deadline(after: delay), every: period)
+    }
+
+    func reschedule(at deadline: Int64, every period: Duration?) -> Bool {
+        self.reschedule { leeway, missedTicks in
+            try? Self.schedule(at: deadline, every: period, leeway: .nanoseconds(leeway), missedTicks: missedTicks)
+        }
+    }
+
+    /// `delay` from now on this timer's clock; a negative delay is now.
+    private func deadline(after delay: Duration) -> Int64 {
+        self.now().addingSaturating(max(delay, .zero).saturatingNanoseconds)
+    }
+
+    static func schedule(
+        at deadline: Int64, every period: Duration?, leeway: Duration, missedTicks: MissedTickPolicy = .skip
+    ) throws(TimerError) -> TimerSchedule {
+        // A period under a nanosecond is none in the nanoseconds a schedule holds.
+        func refusal() -> TimerError {
+            .invalid("period", "must be at least a nanosecond, not \(period ?? .zero)", in: "schedule")
+        }
+        if let period, period < .nanoseconds(1) { throw refusal() }
+        // The deadline, leeway and window are made representable, so the schedule is valid.
+        let schedule = Self.schedule(
+            start: max(deadline, 0), period: period?.saturatingNanoseconds,
+            leeway: max(leeway, .zero).saturatingNanoseconds, missedTicks: missedTicks)
+        guard let schedule else { throw refusal() }
+        return schedule
+    }
+
+    /// Moves a running or suspended timer to the schedule `makeSchedule` builds from the
+    /// current leeway and missed-tick policy; `nil` rejects the move. A running timer's
+    /// arming is moved in place: on the engine a later deadline on the same clock is an
+    /// O(1) move in the core.
+    private func reschedule(
+        _ makeSchedule: (_ leewayNanoseconds: Int64, _ missedTicks: MissedTickPolicy) -> TimerSchedule?
+    ) -> Bool {
+        self.withLockedStorage { storage in
+            guard let leeway = storage.machine.leeway, let missedTicks = storage.machine.missedTicks,
+                let schedule = makeSchedule(leeway, missedTicks)
+            else { return false }
+            switch storage.machine.reschedule(schedule) {
+            case .arm(let schedule): return self.arm(schedule, &storage) == nil
+            case .keepSuspended: return true
+            case .reject: return false
+            }
+        }
+    }
+
+    func suspend() -> Bool {
+        self.withLockedStorage { self.carryOut($0.machine.suspend(), &$0) }
+    }
+
+    func resume() -> Bool {
+        // Read outside the lock: a backend's clock may take a lock of its own.
+        let now = self.now()
+        return self.withLockedStorage { storage in
+            guard case .arm(let schedule) = storage.machine.resume(now: now) else { return false }
+            return self.arm(schedule, &storage) == nil
+        }
+    }
+
+    func cancel() -> Bool {
+        self.withLockedStorage { self.carryOut($0.machine.cancel(), &$0) }
+    }
+
+    func cancelAndWait() {
+        _ = self.cancel()
+        guard !CurrentHandler.isRunning(for: self) else { return }
+        self.waitForHandlers { () -> (HandlerWaiter, DispatchSemaphore) in
+            let semaphore = DispatchSemaphore(value: 0)
+            return (.blocked(semaphore), semaphore)
+        }?.wait()
+    }
+
+    /// Also waits for a delivery still on its way to an executor: once this returns, nothing
+    /// of the timer's is left to run there, so the executor (an event loop) may be shut
+    /// down. The blocking form does not wait for that: called on the executor itself, it
+    /// would wait for a job queued behind its own caller.
+    func cancelAndAwaitHandlers() async {
+        _ = self.cancel()
+        let deliveries: Bool
+        if case .executor = self.delivery { deliveries = true } else { deliveries = false }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let queued = self.waitForHandlers(includingDeliveries: deliveries) { (.suspended(continuation), true) }
+            if queued == nil { continuation.resume() }
+        }
+    }
+
+    /// Stops firing for good, whatever the state: later schedules are refused.
+    func close() {
+        self.withLockedStorage { _ = self.carryOut($0.machine.close(), &$0) }
+    }
+
+    /// Arms `schedule` in place of the current arming, under the lock, and records the new
+    /// arming before any of its firings can look for it. A refusal stops the timer, and is
+    /// returned.
+    private func arm(_ schedule: TimerSchedule, _ storage: inout TimerState) -> TimerError? {
+        do {
+            storage.arming = try self.seamArm(schedule, replacing: storage.arming)
+            return nil
+        } catch {
+            storage.machine.refused()
+            return error
+        }
+    }
+
+    private func carryOut(_ stop: TimerStateMachine.StopAction, _ storage: inout TimerState) -> Bool {
+        switch stop {
+        case .disarm:
+            if storage.arming != 0 { self.seamDisarm(storage.arming) }
+            return true
+        case .acknowledge: return true
+        case .reject: return false
+        }
+    }
+
+    /// Closes the timer for its owner's deinit and retires its arming, unlocked: the
+    /// engine's retirement may release this object.
+    func ownerGone() {
+        let arming = self.withLockedStorage { storage in
+            _ = self.carryOut(storage.machine.close(), &storage)
+            defer { storage.arming = 0 }
+            return storage.arming
+        }
+        if arming != 0 { self.seamRetire(arming) }
+    }
+}
+
+extension TimerStateMachine.State {
+    /// The state as ``SafeDispatchTimer`` reports it.
+    var `public`: SafeDispatchTimer.State {
+        switch self {
+        case .idle: .idle
+        case .running: .running
+        case .suspended: .suspended
+        case .cancelled: .cancelled
+        }
+    }
+}
