@@ -17,6 +17,8 @@ extension TimerEngine: TimerFiring {
         var timer = previous ?? 0
         if previous == nil { timer = try Self.create(raw, for: receiver) }
         var moved: mtr_timer_id = 0
+        // The one call that hands the core a schedule: a repeating one fires as
+        // ``MissedTickPolicy/skip`` here, whatever its policy, as `mtr_timer_move` takes none.
         let code = mtr_timer_move(
             raw, timer, clock.coreClock, schedule.deadlineNanoseconds, schedule.periodNanoseconds ?? 0,
             schedule.leewayNanoseconds, &moved)
