@@ -56,12 +56,10 @@ final class TimerCore: ManagedBuffer<TimerState, UInt8> {
     @inline(__always)
     func withLockedStorage<Result>(_ body: (inout TimerState) -> Result) -> Result {
         let state = self.storage
-        let lock = UnsafeMutableRawPointer(state).advanced(by: TimerState.lockOffset)
-            .assumingMemoryBound(to: TimerLockWord.self)
-        TimerLock.lock(lock)
+        TimerLock.lock(&state.pointee.lock)
         let result = body(&state.pointee)
         let stopped = state.pointee.takeHandlerIfStopped()
-        TimerLock.unlock(lock)
+        TimerLock.unlock(&state.pointee.lock)
         withExtendedLifetime(stopped) {}
         return result
     }
@@ -256,8 +254,8 @@ final class TimerCore: ManagedBuffer<TimerState, UInt8> {
 /// followed by the one-byte fields, so that 72 bytes hold it all.
 struct TimerState {
     var machine = TimerStateMachine()
-    /// Reached only through ``TimerLock``, at ``lockOffset``.
-    private var lock = TimerLockWord()
+    /// Reached only through ``TimerLock``, by ``TimerCore/withLockedStorage(_:)``.
+    fileprivate var lock = TimerLockWord()
     /// Set once, and read without the lock.
     let identity: Identity
     var delivering = DeliveringFlags()
@@ -271,8 +269,6 @@ struct TimerState {
     /// The seam, and the delivery of a timer given one; set once.
     let route: Route
     var handler: Handler?
-
-    static let lockOffset = MemoryLayout<TimerState>.offset(of: \.lock)!
 
     init(clock: TimerClock, hasDelivery: Bool, route: Route) {
         self.identity = Identity(clock: clock, hasDelivery: hasDelivery)

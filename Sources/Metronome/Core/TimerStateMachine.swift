@@ -148,6 +148,7 @@ struct TimerStateMachine {
     }
 
     /// Schedules an idle or cancelled timer, unless it was closed.
+    @inline(__always)
     mutating func schedule(_ schedule: TimerSchedule) -> ScheduleAction {
         switch self.flags.phase {
         case .idle where !self.flags.isClosed, .cancelled where !self.flags.isClosed:
@@ -170,6 +171,7 @@ struct TimerStateMachine {
     }
 
     /// Replaces the schedule of a running or suspended timer.
+    @inline(__always)
     mutating func reschedule(_ schedule: TimerSchedule) -> RescheduleAction {
         switch self.flags.phase {
         case .running:
@@ -233,6 +235,7 @@ struct TimerStateMachine {
     }
 
     /// Cancels a running or suspended timer.
+    @inline(__always)
     mutating func cancel() -> StopAction {
         switch self.flags.phase {
         case .running:
@@ -281,6 +284,7 @@ struct TimerStateMachine {
     ///
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;
     /// a repeating timer stays running.
+    @inline(__always)
     mutating func fired(scheduled: Int64) -> FiredAction {
         guard self.flags.phase == .running else { return .ignore }
         if self.periodNanoseconds != 0 {
