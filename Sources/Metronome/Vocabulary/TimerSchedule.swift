@@ -7,7 +7,8 @@
 ///
 /// A timer may fire anywhere in `[deadline, deadline + leeway]`. A repeating timer keeps the
 /// phase of its first deadline: its deadlines are `deadline + k · period` for `k >= 0`, so
-/// lateness in one tick never shifts the later ones.
+/// lateness in one tick never shifts the later ones, unless its ``missedTicks`` policy is
+/// ``MissedTickPolicy/delay``.
 public struct TimerSchedule: Hashable, Sendable {
     /// The first (or only) deadline, absolute, in nanoseconds.
     public internal(set) var deadlineNanoseconds: Int64
