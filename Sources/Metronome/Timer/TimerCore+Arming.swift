@@ -91,15 +91,17 @@ extension TimerCore {
     static func schedule(
         at deadline: Int64, every period: Duration?, leeway: Duration, missedTicks: MissedTickPolicy = .skip
     ) throws(TimerError) -> TimerSchedule {
-        // A period under a nanosecond is none in the nanoseconds a schedule holds.
+        // A period under a nanosecond is none in the nanoseconds a schedule holds. In
+        // nanoseconds throughout: `Duration`'s own comparisons and constants are calls.
         func refusal() -> TimerError {
             .invalid("period", "must be at least a nanosecond, not \(period ?? .zero)", in: "schedule")
         }
-        if let period, period < .nanoseconds(1) { throw refusal() }
+        let periodNanoseconds = period?.saturatingNanoseconds
+        if let periodNanoseconds, periodNanoseconds < 1 { throw refusal() }
         // The deadline, leeway and window are made representable, so the schedule is valid.
         let schedule = Self.schedule(
-            start: max(deadline, 0), period: period?.saturatingNanoseconds,
-            leeway: max(leeway, .zero).saturatingNanoseconds, missedTicks: missedTicks)
+            start: max(deadline, 0), period: periodNanoseconds, leeway: max(leeway.saturatingNanoseconds, 0),
+            missedTicks: missedTicks)
         guard let schedule else { throw refusal() }
         return schedule
     }
@@ -237,11 +239,15 @@ extension TimerCore {
     @inline(__always)
     private func withSeam<Result>(engine: (TimerEngine) -> Result, armings: (BackendArmings) -> Result) -> Result {
         let seam = self.seam
-        let object = seam._withUnsafeGuaranteedRef { ObjectIdentifier(type(of: $0)) }
-        if object == ObjectIdentifier(TimerEngine.self) {
+        if self.isEngineSeam(seam) {
             return Unmanaged<TimerEngine>.fromOpaque(seam.toOpaque())._withUnsafeGuaranteedRef(engine)
         }
         return Unmanaged<BackendArmings>.fromOpaque(seam.toOpaque())._withUnsafeGuaranteedRef(armings)
+    }
+
+    @inline(__always)
+    private func isEngineSeam(_ seam: Unmanaged<AnyObject>) -> Bool {
+        seam._withUnsafeGuaranteedRef { ObjectIdentifier(type(of: $0)) } == ObjectIdentifier(TimerEngine.self)
     }
 
     /// The current time on this timer's clock, as its seam measures it.
@@ -256,10 +262,12 @@ extension TimerCore {
 
     /// Arms `schedule` in place of the arming `previous` (0 for none); see
     /// ``TimerFiring/arm(_:clock:for:replacing:)``.
+    @inline(__always)
     func seamArm(_ schedule: TimerSchedule, replacing previous: UInt64) throws(TimerError) -> UInt64 {
         let clock = self.clock
         let previous = previous == 0 ? nil : previous
         // Typed throws do not pass through the guaranteed reference's closure: a result does.
+        // A reference taken out of it would retain the engine, which every timer shares.
         return try self.withSeam { seam in
             Result { () throws(TimerError) -> UInt64 in
                 try seam.arm(schedule, clock: clock, for: self, replacing: previous)
