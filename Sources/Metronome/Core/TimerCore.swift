@@ -15,13 +15,14 @@
 /// `ManagedBuffer` can be `Sendable`, so its holders say with `nonisolated(unsafe)` that it
 /// is safe from any thread: its mutable state is behind its lock.
 final class TimerCore: ManagedBuffer<TimerState, UInt8> {
-    /// An idle core fired by `seam`, which it keeps until it goes.
-    static func make(delivery: HandlerDelivery?, seam: AnyObject, clock: TimerClock) -> TimerCore {
+    /// An idle core fired by `seam`, which it keeps until it goes. `seamKind` tells the
+    /// layers above which class of seam it is, without a look at the object.
+    static func make(delivery: HandlerDelivery?, seam: AnyObject, seamKind: Bool, clock: TimerClock) -> TimerCore {
         // Counted from the first timer on, whatever its backend (see `deliveringInFork`).
         ForkGeneration.watch()
         let kept = Unmanaged.passRetained(seam)
         let route: TimerState.Route = delivery.map { .side(TimerSide(seam: kept, delivery: $0)) } ?? .seam(kept)
-        let state = TimerState(clock: clock, hasDelivery: delivery != nil, route: route)
+        let state = TimerState(clock: clock, hasDelivery: delivery != nil, seamKind: seamKind, route: route)
         return unsafeDowncast(TimerCore.create(minimumCapacity: 0) { _ in state }, to: TimerCore.self)
     }
 
@@ -42,6 +43,9 @@ final class TimerCore: ManagedBuffer<TimerState, UInt8> {
     /// What fires this timer, unretained: the core keeps it while it lives.
     var seam: Unmanaged<AnyObject> { self.storage.pointee.route.seam }
 
+    /// The class of seam that fires this timer, as its maker said.
+    var seamKind: Bool { self.storage.pointee.identity.seamKind }
+
     var delivery: HandlerDelivery? {
         // A timer made with a delivery keeps its side, where it lies, for good.
         guard self.storage.pointee.identity.hasDelivery, case .side(let side) = self.storage.pointee.route else {
@@ -54,10 +58,20 @@ final class TimerCore: ManagedBuffer<TimerState, UInt8> {
     /// `takeHandlerIfStopped`) is released after unlocking: its captures' deinits may call
     /// back into this timer.
     @inline(__always)
-    func withLockedStorage<Result>(_ body: (inout TimerState) -> Result) -> Result {
+    func withLockedStorage<Result, Failure: Error>(
+        _ body: (inout TimerState) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         let state = self.storage
         TimerLock.lock(&state.pointee.lock)
-        let result = body(&state.pointee)
+        let result: Result
+        do {
+            result = try body(&state.pointee)
+        } catch {
+            let stopped = state.pointee.takeHandlerIfStopped()
+            TimerLock.unlock(&state.pointee.lock)
+            withExtendedLifetime(stopped) {}
+            throw error
+        }
         let stopped = state.pointee.takeHandlerIfStopped()
         TimerLock.unlock(&state.pointee.lock)
         withExtendedLifetime(stopped) {}
@@ -270,23 +284,23 @@ struct TimerState {
     let route: Route
     var handler: Handler?
 
-    init(clock: TimerClock, hasDelivery: Bool, route: Route) {
-        self.identity = Identity(clock: clock, hasDelivery: hasDelivery)
+    init(clock: TimerClock, hasDelivery: Bool, seamKind: Bool, route: Route) {
+        self.identity = Identity(clock: clock, hasDelivery: hasDelivery, seamKind: seamKind)
         self.route = route
     }
 
-    /// The clock and whether the timer has a delivery, in one byte.
+    /// The clock, whether the timer has a delivery, and its kind of seam, in one byte.
     struct Identity {
         private let bits: UInt8
 
-        init(clock: TimerClock, hasDelivery: Bool) {
+        init(clock: TimerClock, hasDelivery: Bool, seamKind: Bool) {
             let code: UInt8
             switch clock {
             case .monotonic: code = 0
             case .boottime: code = 1
             case .wall: code = 2
             }
-            self.bits = code | (hasDelivery ? 0b100 : 0)
+            self.bits = code | (hasDelivery ? 0b100 : 0) | (seamKind ? 0b1000 : 0)
         }
 
         var clock: TimerClock {
@@ -298,6 +312,8 @@ struct TimerState {
         }
 
         var hasDelivery: Bool { self.bits & 0b100 != 0 }
+
+        var seamKind: Bool { self.bits & 0b1000 != 0 }
     }
 
     /// Where a firing stands, in one byte.

@@ -43,15 +43,12 @@ extension TimerCore {
     /// Schedules an idle or cancelled timer: `false` when its state refuses; throws what
     /// the backend refused.
     func schedule(_ schedule: TimerSchedule, handler: @escaping @Sendable (Tick) -> Void) throws(TimerError) -> Bool {
-        var refusal: TimerError?
-        let armed = self.withLockedStorage { storage -> Bool in
+        try self.withLockedStorage { (storage) throws(TimerError) -> Bool in
             guard case .arm(let schedule) = storage.machine.schedule(schedule) else { return false }
             storage.handler = TimerState.Handler(run: handler)
-            refusal = self.arm(schedule, &storage)
-            return refusal == nil
+            try self.arm(schedule, &storage)
+            return true
         }
-        if let refusal { throw refusal }
-        return armed
     }
 
     func reschedule(deadline: DispatchTime, repeating: DispatchTimeInterval) -> Bool {
@@ -118,7 +115,7 @@ extension TimerCore {
                 let schedule = makeSchedule(leeway, missedTicks)
             else { return false }
             switch storage.machine.reschedule(schedule) {
-            case .arm(let schedule): return self.arm(schedule, &storage) == nil
+            case .arm(let schedule): return (try? self.arm(schedule, &storage)) != nil
             case .keepSuspended: return true
             case .reject: return false
             }
@@ -134,7 +131,7 @@ extension TimerCore {
         let now = self.now()
         return self.withLockedStorage { storage in
             guard case .arm(let schedule) = storage.machine.resume(now: now) else { return false }
-            return self.arm(schedule, &storage) == nil
+            return (try? self.arm(schedule, &storage)) != nil
         }
     }
 
@@ -171,15 +168,13 @@ extension TimerCore {
     }
 
     /// Arms `schedule` in place of the current arming, under the lock, and records the new
-    /// arming before any of its firings can look for it. A refusal stops the timer, and is
-    /// returned.
-    private func arm(_ schedule: TimerSchedule, _ storage: inout TimerState) -> TimerError? {
+    /// arming before any of its firings can look for it. A refusal stops the timer.
+    private func arm(_ schedule: TimerSchedule, _ storage: inout TimerState) throws(TimerError) {
         do {
             storage.arming = try self.seamArm(schedule, replacing: storage.arming)
-            return nil
         } catch {
             storage.machine.refused()
-            return error
+            throw error
         }
     }
 
@@ -223,7 +218,11 @@ extension TimerStateMachine.State {
 extension TimerCore {
     /// An idle core fired by `firing`.
     static func make(delivery: HandlerDelivery?, firing: any TimerFiring, clock: TimerClock) -> TimerCore {
-        Self.make(delivery: delivery, seam: firing as AnyObject, clock: clock)
+        let seam = firing as AnyObject
+        return Self.make(
+            delivery: delivery, seam: seam,
+            seamKind: ObjectIdentifier(type(of: seam)) == ObjectIdentifier(TimerEngine.self),
+            clock: clock)
     }
 
     /// What fires this timer.
@@ -238,16 +237,12 @@ extension TimerCore {
     /// Calls `engine` or `armings` with the seam, which the core keeps alive meanwhile.
     @inline(__always)
     private func withSeam<Result>(engine: (TimerEngine) -> Result, armings: (BackendArmings) -> Result) -> Result {
+        // The kind the core was made with: the engine, or a backend's armings.
         let seam = self.seam
-        if self.isEngineSeam(seam) {
+        if self.seamKind {
             return Unmanaged<TimerEngine>.fromOpaque(seam.toOpaque())._withUnsafeGuaranteedRef(engine)
         }
         return Unmanaged<BackendArmings>.fromOpaque(seam.toOpaque())._withUnsafeGuaranteedRef(armings)
-    }
-
-    @inline(__always)
-    private func isEngineSeam(_ seam: Unmanaged<AnyObject>) -> Bool {
-        seam._withUnsafeGuaranteedRef { ObjectIdentifier(type(of: $0)) } == ObjectIdentifier(TimerEngine.self)
     }
 
     /// The current time on this timer's clock, as its seam measures it.
