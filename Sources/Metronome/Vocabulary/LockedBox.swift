@@ -10,8 +10,9 @@ import Darwin
 /// NIO's `NIOLockedValueBox` pattern: one `ManagedBuffer` holds the value with the mutex
 /// tail-allocated after it, at an address that never moves. Copies share the one buffer.
 ///
-/// Lock order: an expiry set's lock, then a timer's, then a lock of the timer's backend (for
-/// the engine, a C shard lock, which C never holds while calling back into Swift). So a
+/// Lock order: an expiry set's lock, then a timer's (a byte of its core, `TimerLock`), then
+/// either a lock of the timer's backend (for the engine, a C shard lock, which C never holds
+/// while calling back into Swift) or a part of the table of what waits on busy timers. So a
 /// timer arms and moves its backend's arming while holding its own lock, and no lock is
 /// taken while holding one later in this order.
 package struct LockedBox<Value>: @unchecked Sendable {
