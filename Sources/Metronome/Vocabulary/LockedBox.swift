@@ -4,7 +4,8 @@ import Glibc
 import Darwin
 #endif
 
-/// A value behind a pthread mutex: the library's one lock.
+/// A value behind a pthread mutex: the library's lock for all but a timer's own state, whose
+/// lock is a byte of its core (`TimerLock`).
 ///
 /// Not `Synchronization.Mutex`, which ThreadSanitizer reports falsely on this toolchain.
 /// NIO's `NIOLockedValueBox` pattern: one `ManagedBuffer` holds the value with the mutex
