@@ -6,7 +6,8 @@ import Glibc
 /// The engine as a seam: an arming is a C timer whose context is the receiver, retained
 /// until the timer is retired. A receiver keeps its C timer from one arming to the next,
 /// so every arming after the first is one C call (`mtr_timer_move`: a later deadline on
-/// the same clock in O(1)), and a firing reaches its receiver through that one pointer.
+/// the same clock in O(1); a timer whose ids run out is moved by the core itself, under a
+/// fresh id), and a firing reaches its receiver through that one pointer.
 extension TimerEngine: TimerFiring {
     func arm(_ schedule: TimerSchedule, clock: TimerClock, for receiver: TimerCore, replacing previous: UInt64?)
         throws(TimerError) -> UInt64
@@ -16,24 +17,18 @@ extension TimerEngine: TimerFiring {
         var timer = previous ?? 0
         if previous == nil { timer = try Self.create(raw, for: receiver) }
         var moved: mtr_timer_id = 0
+        // The one call that hands the core a schedule: a repeating one fires as
+        // ``MissedTickPolicy/skip`` here, whatever its policy, as `mtr_timer_move` takes none.
         let code = mtr_timer_move(
             raw, timer, clock.coreClock, schedule.deadlineNanoseconds, schedule.periodNanoseconds ?? 0,
             schedule.leewayNanoseconds, &moved)
         if code == 0 { return moved }
         _ = mtr_timer_cancel(raw, timer)
-        // A C timer whose ids are spent hands over to a new one, once that one is armed.
-        var fresh: UInt64?
-        if previous != nil, code == ERANGE {
-            fresh = try self.arm(schedule, clock: clock, for: receiver, replacing: nil)
-        }
         // Given up, retired elsewhere: its release takes the receiver's lock, held here.
-        if previous == nil || fresh != nil { DispatchQueue.global().async { [timer] in self.retire(timer) } }
+        if previous == nil { DispatchQueue.global().async { [timer] in self.retire(timer) } }
         // A stop between the create and the move frees the slot, and the move meets a
         // stale id: its EINVAL means the engine stopped, which the caller is told.
-        guard let fresh else {
-            throw TimerError(code: self.hasStopped ? ESHUTDOWN : code, operation: "mtr_timer_move")
-        }
-        return fresh
+        throw TimerError(code: self.hasStopped ? ESHUTDOWN : code, operation: "mtr_timer_move")
     }
 
     private static func create(_ raw: OpaquePointer, for receiver: TimerCore) throws(TimerError) -> UInt64 {

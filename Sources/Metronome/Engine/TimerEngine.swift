@@ -153,9 +153,8 @@ public final class TimerEngine: Sendable {
     // Freed only in deinit: every armed timer holds the engine, so nothing can race it.
     nonisolated(unsafe) let raw: OpaquePointer?
 
-    /// The sets of this engine's ``ExpiringValue``s, one per shard and value type, in a
-    /// table per shard.
-    let expirySets: [LockedBox<[ObjectIdentifier: ExpirySetReference]>]
+    /// What the layers above keep per shard, such as the sets of ``ExpiringValue``s.
+    let shardObjects: ShardObjects
     #else
     /// What GCD fires for this engine (see TimerEngine+Dispatch.swift).
     let armings: BackendArmings
@@ -179,7 +178,7 @@ public final class TimerEngine: Sendable {
         self.isShared = false
         #if Engine
         self.raw = try Self.start(configuration)
-        self.expirySets = Self.expirySetTables(configuration)
+        self.shardObjects = ShardObjects(shards: configuration.shards)
         #else
         (self.firingQueue, self.armings) = Self.dispatchFiring(configuration)
         #endif
@@ -192,7 +191,7 @@ public final class TimerEngine: Sendable {
         self.isShared = true
         #if Engine
         self.raw = try? Self.start(configuration)
-        self.expirySets = Self.expirySetTables(configuration)
+        self.shardObjects = ShardObjects(shards: configuration.shards)
         #else
         (self.firingQueue, self.armings) = Self.dispatchFiring(configuration)
         #endif

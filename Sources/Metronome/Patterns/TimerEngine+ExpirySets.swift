@@ -7,16 +7,6 @@ extension ExpirySet {
 }
 
 extension TimerEngine {
-    /// A value that lets go of the set it keeps alive; the engine's table must not keep
-    /// the set, which keeps the engine.
-    struct ExpirySetReference {
-        weak var set: AnyObject?
-    }
-
-    static func expirySetTables(_ configuration: Configuration) -> [LockedBox<[ObjectIdentifier: ExpirySetReference]>] {
-        (0..<min(max(configuration.shards, 1), Configuration.maximumShards)).map { _ in LockedBox([:]) }
-    }
-
     /// The set for values of `Value` in the current thread's shard, made on first use and
     /// kept while a value or an armed slot holds it: as with timers, threads that make and
     /// release their own values take no lock another thread takes.
@@ -24,13 +14,7 @@ extension TimerEngine {
         let fresh = { ExpirySet<Value>(firing: self, granularity: ExpirySet<Value>.engineGranularity) }
         // A dead copy's table lock may be held by a thread the fork left behind.
         guard !self.isInherited else { return fresh() }
-        let table = self.expirySets[HomeShard.current(among: self.expirySets.count)]
-        return table.withLockedValue { sets in
-            if let set = sets[ObjectIdentifier(type)]?.set { return unsafeDowncast(set, to: ExpirySet<Value>.self) }
-            let set = fresh()
-            sets[ObjectIdentifier(type)] = ExpirySetReference(set: set)
-            return set
-        }
+        return self.shardObjects.object(for: ObjectIdentifier(type), make: fresh)
     }
 }
 #endif

@@ -1,8 +1,8 @@
 extension TimerEngine {
     /// Ticks every `interval` on this engine, as an `AsyncSequence`.
     ///
-    /// The same as `SafeDispatchTimer.Backend.engine(self).ticks(every:leeway:clock:)`;
-    /// see ``SafeDispatchTimer/Backend/ticks(every:leeway:clock:)``.
+    /// The same as `SafeDispatchTimer.Backend.engine(self).ticks(every:leeway:missedTicks:clock:)`;
+    /// see ``SafeDispatchTimer/Backend/ticks(every:leeway:missedTicks:clock:)``.
     ///
     /// ```swift
     /// for await tick in TimerEngine.shared.ticks(every: .milliseconds(1)) {
@@ -14,12 +14,15 @@ extension TimerEngine {
     /// - Parameters:
     ///   - interval: The period; a non-positive one produces an empty sequence.
     ///   - leeway: How late each firing may be, to share wake-ups.
+    ///   - missedTicks: What the timer does after a late tick.
     ///   - clock: The clock the deadlines are measured on.
     /// - Returns: A sequence of ticks, one iteration per iterator.
-    public func ticks(every interval: Duration, leeway: Duration = .zero, clock: TimerClock = .monotonic)
-        -> TimerTicks
-    {
-        SafeDispatchTimer.Backend.engine(self).ticks(every: interval, leeway: leeway, clock: clock)
+    public func ticks(
+        every interval: Duration, leeway: Duration = .zero, missedTicks: MissedTickPolicy = .skip,
+        clock: TimerClock = .monotonic
+    ) -> TimerTicks {
+        SafeDispatchTimer.Backend.engine(self).ticks(
+            every: interval, leeway: leeway, missedTicks: missedTicks, clock: clock)
     }
 }
 
@@ -46,19 +49,22 @@ extension SafeDispatchTimer.Backend {
     /// - Parameters:
     ///   - interval: The period; a non-positive one produces an empty sequence.
     ///   - leeway: How late each firing may be, to share wake-ups.
+    ///   - missedTicks: What the timer does after a late tick (see ``MissedTickPolicy``): by
+    ///     default one tick for the latest deadline, counting the others in ``Tick/missed``.
     ///   - clock: The clock the deadlines are measured on.
     /// - Returns: A sequence of ticks, one iteration per iterator.
-    public func ticks(every interval: Duration, leeway: Duration = .zero, clock: TimerClock = .monotonic)
-        -> TimerTicks
-    {
-        TimerTicks(backend: self, interval: interval, leeway: leeway, clock: clock)
+    public func ticks(
+        every interval: Duration, leeway: Duration = .zero, missedTicks: MissedTickPolicy = .skip,
+        clock: TimerClock = .monotonic
+    ) -> TimerTicks {
+        TimerTicks(backend: self, interval: interval, leeway: leeway, missedTicks: missedTicks, clock: clock)
     }
 }
 
 /// The ticks of a repeating timer, with missed periods merged rather than queued.
 ///
-/// Made by ``SafeDispatchTimer/Backend/ticks(every:leeway:clock:)`` or
-/// ``TimerEngine/ticks(every:leeway:clock:)``. Every iterator has its own timer,
+/// Made by ``SafeDispatchTimer/Backend/ticks(every:leeway:missedTicks:clock:)`` or
+/// ``TimerEngine/ticks(every:leeway:missedTicks:clock:)``. Every iterator has its own timer,
 /// armed when the iterator is made and disarmed when iteration ends. The sequence finishes
 /// when its engine shuts down, or was shut down before it started.
 ///
@@ -90,13 +96,15 @@ public struct TimerTicks: AsyncSequence, Sendable {
     public let interval: Duration
     /// How late each firing may be.
     public let leeway: Duration
+    /// What the timer does after a late tick.
+    public let missedTicks: MissedTickPolicy
     /// The clock the deadlines are measured on.
     public let clock: TimerClock
 
     /// Arms a new timer, first deadline ``interval`` from now, and returns its iterator.
     public func makeAsyncIterator() -> Iterator {
         let storage = TickStorage(backend: self.backend, clock: self.clock)
-        storage.start(interval: self.interval, leeway: self.leeway)
+        storage.start(interval: self.interval, leeway: self.leeway, missedTicks: self.missedTicks)
         return Iterator(storage: storage)
     }
 
@@ -148,12 +156,14 @@ final class TickStorage: Sendable {
         self.timer.cancel()
     }
 
-    func start(interval: Duration, leeway: Duration) {
+    func start(interval: Duration, leeway: Duration, missedTicks: MissedTickPolicy) {
         // The timer lets go of its handler when it stops: by `finish`, or by its engine's
         // shutdown, which must finish the sequence rather than leave its consumer waiting.
         let stopped = OnRelease { [weak self] in self?.finish() }
         // A non-positive interval is refused here, which finishes the sequence.
-        let armed = self.timer.schedule(after: interval, every: interval, leeway: max(leeway, .zero)) {
+        let armed = self.timer.schedule(
+            after: interval, every: interval, leeway: max(leeway, .zero), missedTicks: missedTicks
+        ) {
             [weak self] tick in
             // Resume after the strong reference is gone, so that a consumer who breaks out
             // at once releases the last reference itself and disarms synchronously.

@@ -25,30 +25,37 @@ extension SafeDispatchTimer {
     ///   - delay: How long from now the first firing is; zero or negative fires at once.
     ///   - period: The distance between firings, or `nil` for a one-shot.
     ///   - leeway: How late each firing may be.
+    ///   - missedTicks: What a repeating timer does after a late tick: by default one tick
+    ///     for the latest deadline, counting the others in ``Tick/missed``.
     ///   - handler: Runs once per firing with what the firing stands for.
     /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or when
-    ///   ``start(after:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` would throw.
+    ///   ``start(after:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` would throw.
     @discardableResult
     public func schedule(
         after delay: Duration,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
-        guard let schedule = try? self.core.schedule(after: delay, every: period, leeway: leeway) else { return false }
+        guard
+            let schedule = try? self.core.schedule(
+                after: delay, every: period, leeway: leeway, missedTicks: missedTicks)
+        else { return false }
         return self.arm(schedule, handler: handler)
     }
 
-    /// ``schedule(after:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` with a handler that
+    /// ``schedule(after:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` with a handler that
     /// takes no tick.
     @discardableResult
     public func schedule(
         after delay: Duration,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable () -> Void
     ) -> Bool {
-        self.schedule(after: delay, every: period, leeway: leeway) { _ in handler() }
+        self.schedule(after: delay, every: period, leeway: leeway, missedTicks: missedTicks) { _ in handler() }
     }
 
     /// Fires `handler` at `deadline` and then every `period`.
@@ -57,33 +64,36 @@ extension SafeDispatchTimer {
     /// instants `DispatchTime` cannot express.
     ///
     /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or when
-    ///   ``start(at:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` would throw.
+    ///   ``start(at:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` would throw.
     @discardableResult
     public func schedule(
         at deadline: TimerInstant,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
         guard deadline.clock == self.clock,
-            let schedule = try? TimerCore.schedule(at: deadline.nanoseconds, every: period, leeway: leeway)
+            let schedule = try? TimerCore.schedule(
+                at: deadline.nanoseconds, every: period, leeway: leeway, missedTicks: missedTicks)
         else { return false }
         return self.arm(schedule, handler: handler)
     }
 
-    /// ``schedule(at:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` with a handler that takes
+    /// ``schedule(at:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` with a handler that takes
     /// no tick.
     @discardableResult
     public func schedule(
         at deadline: TimerInstant,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable () -> Void
     ) -> Bool {
-        self.schedule(at: deadline, every: period, leeway: leeway) { _ in handler() }
+        self.schedule(at: deadline, every: period, leeway: leeway, missedTicks: missedTicks) { _ in handler() }
     }
 
-    /// Schedules as ``schedule(after:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` does, and
+    /// Schedules as ``schedule(after:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` does, and
     /// says why when it cannot.
     ///
     /// - Returns: `false`, doing nothing, when the timer is running or suspended.
@@ -95,25 +105,27 @@ extension SafeDispatchTimer {
         after delay: Duration,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable (Tick) -> Void
     ) throws(TimerError) -> Bool {
-        let schedule = try self.core.schedule(after: delay, every: period, leeway: leeway)
+        let schedule = try self.core.schedule(after: delay, every: period, leeway: leeway, missedTicks: missedTicks)
         return try self.core.schedule(schedule, handler: handler)
     }
 
-    /// ``start(after:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` with a handler that takes
+    /// ``start(after:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` with a handler that takes
     /// no tick.
     @discardableResult
     public func start(
         after delay: Duration,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable () -> Void
     ) throws(TimerError) -> Bool {
-        try self.start(after: delay, every: period, leeway: leeway) { _ in handler() }
+        try self.start(after: delay, every: period, leeway: leeway, missedTicks: missedTicks) { _ in handler() }
     }
 
-    /// Schedules as ``schedule(at:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` does, and says
+    /// Schedules as ``schedule(at:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` does, and says
     /// why when it cannot.
     ///
     /// - Returns: `false`, doing nothing, when the timer is running or suspended.
@@ -125,23 +137,26 @@ extension SafeDispatchTimer {
         at deadline: TimerInstant,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable (Tick) -> Void
     ) throws(TimerError) -> Bool {
         try self.check(deadline, in: "start")
-        let schedule = try TimerCore.schedule(at: deadline.nanoseconds, every: period, leeway: leeway)
+        let schedule = try TimerCore.schedule(
+            at: deadline.nanoseconds, every: period, leeway: leeway, missedTicks: missedTicks)
         return try self.core.schedule(schedule, handler: handler)
     }
 
-    /// ``start(at:every:leeway:handler:)-(_,_,_,(Tick)->Void)`` with a handler that takes no
+    /// ``start(at:every:leeway:missedTicks:handler:)-(_,_,_,_,(Tick)->Void)`` with a handler that takes no
     /// tick.
     @discardableResult
     public func start(
         at deadline: TimerInstant,
         every period: Duration? = nil,
         leeway: Duration = .zero,
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable () -> Void
     ) throws(TimerError) -> Bool {
-        try self.start(at: deadline, every: period, leeway: leeway) { _ in handler() }
+        try self.start(at: deadline, every: period, leeway: leeway, missedTicks: missedTicks) { _ in handler() }
     }
 
     /// Moves a running or suspended timer to fire `delay` from now and then every `period`,

@@ -82,7 +82,9 @@ public final class SafeDispatchTimer: Sendable {
     nonisolated(unsafe) let core: TimerCore
 
     /// The clock the timer's deadlines are measured on.
-    public let clock: TimerClock
+    public var clock: TimerClock {
+        self.core.clock
+    }
 
     /// Creates an idle timer.
     ///
@@ -96,7 +98,6 @@ public final class SafeDispatchTimer: Sendable {
     ///   - clock: The clock deadlines are measured on.
     public init(queue: DispatchQueue? = nil, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
         self.core = TimerCore.make(delivery: queue.map { .queue($0) }, firing: backend.firing, clock: clock)
-        self.clock = clock
     }
 
     /// Creates an idle timer whose handlers run isolated to `executor`: a NIO event loop's
@@ -113,7 +114,6 @@ public final class SafeDispatchTimer: Sendable {
     public init(executor: any SerialExecutor, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
         let delivery = HandlerDelivery.executor(ExecutorIsolation(executor: executor))
         self.core = TimerCore.make(delivery: delivery, firing: backend.firing, clock: clock)
-        self.clock = clock
     }
 
     /// Creates an idle timer whose handlers run isolated to `actor`, with the guarantees of
@@ -142,7 +142,6 @@ public final class SafeDispatchTimer: Sendable {
     public init(isolatedTo actor: some Actor, backend: Backend = .engine(.shared), clock: TimerClock = .monotonic) {
         let delivery = HandlerDelivery.executor(ExecutorIsolation(actor: actor))
         self.core = TimerCore.make(delivery: delivery, firing: backend.firing, clock: clock)
-        self.clock = clock
     }
 
     deinit {
@@ -195,8 +194,9 @@ public final class SafeDispatchTimer: Sendable {
     /// up to `leeway` late so that wake-ups can be shared.
     ///
     /// Repeating deadlines are `deadline + k · repeating`, so lateness never accumulates;
-    /// a handler that falls behind gets one tick reporting the skipped periods in
-    /// ``Tick/missed``, not a burst. A `leeway` longer than `repeating` is clamped to it.
+    /// after a late tick, `missedTicks` says what comes of the deadlines that passed meanwhile
+    /// (by default one tick reporting them in ``Tick/missed``, not a burst). A `leeway`
+    /// longer than `repeating` is clamped to it.
     ///
     /// - Returns: `false`, doing nothing, unless the timer is idle or cancelled, or for a
     ///   negative interval, a zero period, or a `.never` leeway.
@@ -205,24 +205,31 @@ public final class SafeDispatchTimer: Sendable {
         deadline: DispatchTime,
         repeating: DispatchTimeInterval = .never,
         leeway: DispatchTimeInterval = .nanoseconds(0),
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
-        guard let schedule = self.core.schedule(deadline: deadline, repeating: repeating, leeway: leeway) else {
+        guard
+            let schedule = self.core.schedule(
+                deadline: deadline, repeating: repeating, leeway: leeway, missedTicks: missedTicks)
+        else {
             return false
         }
         return self.arm(schedule, handler: handler)
     }
 
-    /// ``schedule(deadline:repeating:leeway:handler:)`` with a handler that takes no tick,
+    /// ``schedule(deadline:repeating:leeway:missedTicks:handler:)`` with a handler that takes no tick,
     /// as a dispatch source's event handler.
     @discardableResult
     public func schedule(
         deadline: DispatchTime,
         repeating: DispatchTimeInterval = .never,
         leeway: DispatchTimeInterval = .nanoseconds(0),
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable () -> Void
     ) -> Bool {
-        self.schedule(deadline: deadline, repeating: repeating, leeway: leeway) { _ in handler() }
+        self.schedule(deadline: deadline, repeating: repeating, leeway: leeway, missedTicks: missedTicks) { _ in
+            handler()
+        }
     }
 
     /// Fires `handler` at `deadline` and then every `repeating` seconds, as
@@ -235,22 +242,28 @@ public final class SafeDispatchTimer: Sendable {
         deadline: DispatchTime,
         repeating: Double,
         leeway: DispatchTimeInterval = .nanoseconds(0),
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable (Tick) -> Void
     ) -> Bool {
         guard let period = DispatchConversions.interval(seconds: repeating) else { return false }
-        return self.schedule(deadline: deadline, repeating: .nanoseconds(Int(period)), leeway: leeway, handler: handler)
+        return self.schedule(
+            deadline: deadline, repeating: .nanoseconds(Int(period)), leeway: leeway, missedTicks: missedTicks,
+            handler: handler)
     }
 
-    /// ``schedule(deadline:repeating:leeway:handler:)-(_,Double,_,_)`` with a handler that
-    /// takes no tick.
+    /// ``schedule(deadline:repeating:leeway:missedTicks:handler:)-(_,Double,_,_,_)`` with a
+    /// handler that takes no tick.
     @discardableResult
     public func schedule(
         deadline: DispatchTime,
         repeating: Double,
         leeway: DispatchTimeInterval = .nanoseconds(0),
+        missedTicks: MissedTickPolicy = .skip,
         handler: @escaping @Sendable () -> Void
     ) -> Bool {
-        self.schedule(deadline: deadline, repeating: repeating, leeway: leeway) { _ in handler() }
+        self.schedule(deadline: deadline, repeating: repeating, leeway: leeway, missedTicks: missedTicks) { _ in
+            handler()
+        }
     }
 
     /// Moves a running or suspended timer to a new schedule, keeping its handler and leeway.

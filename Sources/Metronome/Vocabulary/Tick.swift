@@ -10,7 +10,8 @@ public struct Tick: Sendable, Hashable {
     /// Deadlines of a repeating timer skipped ahead of this one because their leeway windows
     /// had closed.
     ///
-    /// A late repeating timer does not burst to catch up: it fires once, for the latest
+    /// A late repeating timer does not burst to catch up (unless its schedule's
+    /// ``MissedTickPolicy`` says ``MissedTickPolicy/burst``): it fires once, for the latest
     /// deadline, and reports here how many it skipped. The earliest deadline this firing
     /// covers is `scheduled - missed · period`. Always `0` for a one-shot timer.
     public var missed: Int

@@ -7,7 +7,8 @@
 ///
 /// A timer may fire anywhere in `[deadline, deadline + leeway]`. A repeating timer keeps the
 /// phase of its first deadline: its deadlines are `deadline + k · period` for `k >= 0`, so
-/// lateness in one tick never shifts the later ones.
+/// lateness in one tick never shifts the later ones, unless its ``missedTicks`` policy is
+/// ``MissedTickPolicy/delay``.
 public struct TimerSchedule: Hashable, Sendable {
     /// The first (or only) deadline, absolute, in nanoseconds.
     public internal(set) var deadlineNanoseconds: Int64
@@ -24,6 +25,10 @@ public struct TimerSchedule: Hashable, Sendable {
     /// How late the timer may fire so that wake-ups can be coalesced.
     public internal(set) var leewayNanoseconds: Int64
 
+    /// What a repeating timer does after a late tick; ``MissedTickPolicy/skip`` by default,
+    /// and for a one-shot, which has no later deadline to miss.
+    public internal(set) var missedTicks: MissedTickPolicy
+
     /// Creates a schedule, or returns `nil` if the values cannot describe a timer.
     ///
     /// A leeway larger than the period is clamped to the period, so consecutive windows never
@@ -33,9 +38,13 @@ public struct TimerSchedule: Hashable, Sendable {
     ///   - deadlineNanoseconds: The first (or only) deadline; must not be negative.
     ///   - periodNanoseconds: `nil` for a one-shot timer, otherwise greater than zero.
     ///   - leewayNanoseconds: Must not be negative.
+    ///   - missedTicks: What a repeating timer does after a late tick.
     /// - Returns: `nil` for a negative deadline, a period of zero or less, a negative leeway,
     ///   or when `deadline + leeway` (after clamping) does not fit in `Int64`.
-    public init?(deadlineNanoseconds: Int64, periodNanoseconds: Int64? = nil, leewayNanoseconds: Int64 = 0) {
+    public init?(
+        deadlineNanoseconds: Int64, periodNanoseconds: Int64? = nil, leewayNanoseconds: Int64 = 0,
+        missedTicks: MissedTickPolicy = .skip
+    ) {
         guard deadlineNanoseconds >= 0, leewayNanoseconds >= 0 else { return nil }
         var leeway = leewayNanoseconds
         if let period = periodNanoseconds {
@@ -47,7 +56,19 @@ public struct TimerSchedule: Hashable, Sendable {
         self.deadlineNanoseconds = deadlineNanoseconds
         self.period = periodNanoseconds ?? 0
         self.leewayNanoseconds = leeway
+        self.missedTicks = missedTicks
     }
+
+    /// A schedule whose parts came from a valid one: a timer keeps them apart, in less room.
+    init(validDeadline deadline: Int64, period: Int64, leeway: Int64, missedTicks: MissedTickPolicy) {
+        self.deadlineNanoseconds = deadline
+        self.period = period
+        self.leewayNanoseconds = leeway
+        self.missedTicks = missedTicks
+    }
+
+    /// The period, 0 for a one-shot: the form a timer keeps and the engine takes.
+    var periodOrZero: Int64 { self.period }
 
     /// Whether the timer fires more than once.
     public var isRepeating: Bool { self.periodNanoseconds != nil }
@@ -97,10 +118,12 @@ public struct TimerSchedule: Hashable, Sendable {
 }
 
 extension TimerSchedule: CustomStringConvertible {
-    /// The deadline, period and leeway, such as `at 5000000 ns every 1000000 ns, leeway 0 ns`.
+    /// The deadline, period and leeway, such as `at 5000000 ns every 1000000 ns, leeway 0 ns`,
+    /// and the missed-tick policy of a repeating schedule when it is not the default.
     public var description: String {
         let period = self.periodNanoseconds.map { " every \($0) ns" } ?? ""
-        return "at \(self.deadlineNanoseconds) ns\(period), leeway \(self.leewayNanoseconds) ns"
+        let policy = self.isRepeating && self.missedTicks != .skip ? ", missed ticks: \(self.missedTicks)" : ""
+        return "at \(self.deadlineNanoseconds) ns\(period), leeway \(self.leewayNanoseconds) ns\(policy)"
     }
 }
 

@@ -31,35 +31,113 @@ struct TimerStateMachine {
             case .idle, .cancelled: nil
             }
         }
-
-        /// The state as ``SafeDispatchTimer`` reports it.
-        var `public`: SafeDispatchTimer.State {
-            switch self {
-            case .idle: .idle
-            case .running: .running
-            case .suspended: .suspended
-            case .cancelled: .cancelled
-            }
-        }
     }
 
-    // Ordered so that no field leaves padding: the machine is most of a timer's state.
+    // The schedule is kept apart and the flags in one byte, last, so that the machine packs
+    // into a timer's state with no padding: it is most of an armed timer's memory.
+
+    /// The schedule of a running or suspended timer, apart; the period is 0 for a one-shot.
+    private var periodNanoseconds: Int64 = 0
 
     /// The latest deadline of the current schedule a handler was run for, `.min` before the
     /// first. Resuming never arms at or before it, whatever `now` the caller read: a clock
     /// read before a tick was delivered must not bring that tick's deadline back.
     private var lastDelivered = Int64.min
 
+    private var deadlineNanoseconds: Int64 = 0
+    private var leewayNanoseconds: Int64 = 0
+
+    /// The phase, whether a refused arming leaves the timer idle, whether it was closed, and
+    /// the schedule's missed-tick policy.
+    private var flags = Flags()
+
+    private struct Flags {
+        private var bits: UInt8 = 0
+
+        enum Phase: UInt8 {
+            case idle = 0
+            case running, suspended, cancelled
+        }
+
+        var phase: Phase {
+            get { Phase(rawValue: self.bits & 0b11)! }
+            set { self.bits = self.bits & ~0b11 | newValue.rawValue }
+        }
+
+        /// Whether a refused arming leaves the timer idle: only when `schedule` found it idle
+        /// (a refused schedule does nothing). Otherwise it ends cancelled: a refused schedule
+        /// found it so, and a refused reschedule or resume has lost its previous arming.
+        var idleIfRefused: Bool {
+            get { self.bits & 0b100 != 0 }
+            set { self.bits = newValue ? self.bits | 0b100 : self.bits & ~0b100 }
+        }
+
+        /// Set by ``TimerStateMachine/close()``: the timer never arms again.
+        var isClosed: Bool {
+            get { self.bits & 0b1000 != 0 }
+            set { self.bits = newValue ? self.bits | 0b1000 : self.bits & ~0b1000 }
+        }
+
+        var missedTicks: MissedTickPolicy {
+            get {
+                switch self.bits >> 4 & 0b11 {
+                case 1: .burst
+                case 2: .delay
+                default: .skip
+                }
+            }
+            set {
+                let code: UInt8
+                switch newValue {
+                case .skip: code = 0
+                case .burst: code = 1
+                case .delay: code = 2
+                }
+                self.bits = self.bits & ~0b11_0000 | code << 4
+            }
+        }
+    }
+
     /// The current state.
-    private(set) var state: State = .idle
+    var state: State {
+        switch self.flags.phase {
+        case .idle: .idle
+        case .running: .running(self.schedule)
+        case .suspended: .suspended(self.schedule)
+        case .cancelled: .cancelled
+        }
+    }
 
-    /// Whether a refused arming leaves the timer idle: only when `schedule` found it idle
-    /// (a refused schedule does nothing). Otherwise it ends cancelled: a refused schedule
-    /// found it so, and a refused reschedule or resume has lost its previous arming.
-    private var idleIfRefused = false
+    /// Whether the timer is running: what a firing asks, without building its schedule.
+    var isRunning: Bool { self.flags.phase == .running }
 
-    /// Set by ``close()``: the timer never arms again.
-    private var isClosed = false
+    /// Whether the timer is idle or cancelled: it runs no handler then.
+    var isStopped: Bool {
+        switch self.flags.phase {
+        case .idle, .cancelled: true
+        case .running, .suspended: false
+        }
+    }
+
+    /// The leeway of a running or suspended timer's schedule, which a reschedule keeps.
+    var leeway: Int64? { self.isStopped ? nil : self.leewayNanoseconds }
+
+    /// The missed-tick policy of a running or suspended timer's schedule.
+    var missedTicks: MissedTickPolicy? { self.isStopped ? nil : self.flags.missedTicks }
+
+    private var schedule: TimerSchedule {
+        TimerSchedule(
+            validDeadline: self.deadlineNanoseconds, period: self.periodNanoseconds, leeway: self.leewayNanoseconds,
+            missedTicks: self.flags.missedTicks)
+    }
+
+    private mutating func keep(_ schedule: TimerSchedule, as phase: Flags.Phase) {
+        self.deadlineNanoseconds = schedule.deadlineNanoseconds
+        self.periodNanoseconds = schedule.periodOrZero
+        self.leewayNanoseconds = schedule.leewayNanoseconds
+        self.flags.missedTicks = schedule.missedTicks
+        self.flags.phase = phase
+    }
 
     /// What the owner must do after ``schedule(_:)``.
     enum ScheduleAction: Equatable {
@@ -70,10 +148,11 @@ struct TimerStateMachine {
     }
 
     /// Schedules an idle or cancelled timer, unless it was closed.
+    @inline(__always)
     mutating func schedule(_ schedule: TimerSchedule) -> ScheduleAction {
-        switch self.state {
-        case .idle where !self.isClosed, .cancelled where !self.isClosed:
-            self.idleIfRefused = self.state == .idle
+        switch self.flags.phase {
+        case .idle where !self.flags.isClosed, .cancelled where !self.flags.isClosed:
+            self.flags.idleIfRefused = self.flags.phase == .idle
             self.start(schedule)
             return .arm(schedule)
         case .idle, .cancelled, .running, .suspended:
@@ -92,14 +171,15 @@ struct TimerStateMachine {
     }
 
     /// Replaces the schedule of a running or suspended timer.
+    @inline(__always)
     mutating func reschedule(_ schedule: TimerSchedule) -> RescheduleAction {
-        switch self.state {
+        switch self.flags.phase {
         case .running:
-            self.idleIfRefused = false
+            self.flags.idleIfRefused = false
             self.start(schedule)
             return .arm(schedule)
         case .suspended:
-            self.state = .suspended(schedule)
+            self.keep(schedule, as: .suspended)
             self.lastDelivered = .min
             return .keepSuspended
         case .idle, .cancelled:
@@ -119,9 +199,9 @@ struct TimerStateMachine {
 
     /// Suspends a running timer, keeping its schedule for ``resume(now:)``.
     mutating func suspend() -> StopAction {
-        switch self.state {
-        case .running(let schedule):
-            self.state = .suspended(schedule)
+        switch self.flags.phase {
+        case .running:
+            self.flags.phase = .suspended
             return .disarm
         case .idle, .suspended, .cancelled:
             return .reject
@@ -143,11 +223,11 @@ struct TimerStateMachine {
     /// The next deadline also lies after the last one delivered, so a `now` read before
     /// that delivery cannot repeat it.
     mutating func resume(now: Int64) -> ResumeAction {
-        switch self.state {
-        case .suspended(let schedule):
-            self.idleIfRefused = false
-            let resumed = schedule.resumed(at: max(now, self.lastDelivered))
-            self.state = .running(resumed)
+        switch self.flags.phase {
+        case .suspended:
+            self.flags.idleIfRefused = false
+            let resumed = self.schedule.resumed(at: max(now, self.lastDelivered))
+            self.keep(resumed, as: .running)
             return .arm(resumed)
         case .idle, .running, .cancelled:
             return .reject
@@ -155,13 +235,14 @@ struct TimerStateMachine {
     }
 
     /// Cancels a running or suspended timer.
+    @inline(__always)
     mutating func cancel() -> StopAction {
-        switch self.state {
+        switch self.flags.phase {
         case .running:
-            self.state = .cancelled
+            self.flags.phase = .cancelled
             return .disarm
         case .suspended:
-            self.state = .cancelled
+            self.flags.phase = .cancelled
             return .acknowledge
         case .idle, .cancelled:
             return .reject
@@ -174,7 +255,7 @@ struct TimerStateMachine {
     /// refused, and one before it is cancelled. That is what lets an owner hand a timer's
     /// cancellation to another thread without re-checking after arming.
     mutating func close() -> StopAction {
-        self.isClosed = true
+        self.flags.isClosed = true
         return self.cancel()
     }
 
@@ -182,12 +263,12 @@ struct TimerStateMachine {
     /// running timer is cancelled, with nothing left to disarm. A suspended timer stays
     /// suspended until its resume is refused.
     mutating func abandon() {
-        if case .running = self.state { self.state = .cancelled }
+        if self.flags.phase == .running { self.flags.phase = .cancelled }
     }
 
     /// The backend refused the arming the last event asked for (an engine shut down).
     mutating func refused() {
-        self.state = self.idleIfRefused ? .idle : .cancelled
+        self.flags.phase = self.flags.idleIfRefused ? .idle : .cancelled
     }
 
     /// What the owner must do after ``fired(scheduled:)``.
@@ -203,19 +284,20 @@ struct TimerStateMachine {
     ///
     /// A one-shot timer that fires is finished and becomes idle, so it can be scheduled again;
     /// a repeating timer stays running.
+    @inline(__always)
     mutating func fired(scheduled: Int64) -> FiredAction {
-        guard case .running(let schedule) = self.state else { return .ignore }
-        if schedule.isRepeating {
+        guard self.flags.phase == .running else { return .ignore }
+        if self.periodNanoseconds != 0 {
             self.lastDelivered = scheduled
         } else {
-            self.state = .idle
+            self.flags.phase = .idle
         }
         return .runHandler
     }
 
     /// Enters `running` for a new schedule, whose deliveries start afresh.
     private mutating func start(_ schedule: TimerSchedule) {
-        self.state = .running(schedule)
+        self.keep(schedule, as: .running)
         self.lastDelivered = .min
     }
 }
