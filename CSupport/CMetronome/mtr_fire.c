@@ -100,9 +100,9 @@ mtr_shard_spin_until_locked_(struct mtr_shard *shard,
 /*
  * Computes the tick of @entry, already out of the set; a repeating timer
  * goes back in at its next deadline before its callback runs, so the
- * callback can cancel or re-arm it like any other thread. A late firing
- * covers the deadlines it passed as the timer's missed policy says
- * (mtr_missed_policy).
+ * callback can cancel or re-arm it like any other thread. A firing late by
+ * a period or more covers the deadlines it passed as the timer's missed
+ * policy says (mtr_missed_policy).
  */
 static void
 mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
@@ -127,8 +127,10 @@ mtr_shard_commit_locked_(struct mtr_shard *shard, mtr_clock_id clock,
 	tick->clock = clock;
 
 	int64_t next_ns;
-	int64_t from_ns = timer->missed_policy == MTR_MISSED_DELAY && late ?
-	    now_ns : tick->scheduled_ns;
+	bool passed_next = timer->period_ns > 0 &&
+	    now_ns - timer->deadline_ns >= timer->period_ns;
+	int64_t from_ns = timer->missed_policy == MTR_MISSED_DELAY &&
+	    passed_next ? now_ns : tick->scheduled_ns;
 	timer->order = MTR_ORDER_NONE;
 	if (timer->period_ns > 0 && !__builtin_add_overflow(from_ns,
 	    timer->period_ns, &next_ns) && next_ns <= INT64_MAX - leeway_ns) {

@@ -71,9 +71,8 @@ typedef enum __attribute__((enum_extensibility(closed))) mtr_clock_id {
 } mtr_clock_id;
 
 /*
- * What a repeating timer does with the deadlines a late firing passed.
- * A firing is late when it comes past its window (deadline + leeway) by
- * more than the engine's late threshold, as the late counter counts it.
+ * What a repeating timer does with the deadlines a firing passed when it
+ * came a period or more after its deadline.
  */
 typedef enum __attribute__((enum_extensibility(closed))) mtr_missed_policy {
 	/* Fire once for the latest deadline passed, report the earlier ones

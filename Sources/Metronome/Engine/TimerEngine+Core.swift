@@ -67,7 +67,8 @@ extension TimerEngine {
             coalesced: raw.coalesced,
             clockSteps: raw.clock_steps,
             batched: raw.batched,
-            memoryBytes: raw.memory_bytes
+            memoryBytes: raw.memory_bytes,
+            takeovers: raw.takeovers
         )
     }
 

@@ -58,6 +58,7 @@ extension TimerEngine.Counters: CustomStringConvertible {
             "wakeups: \(self.wakeups)", "fired: \(self.fired)", "late: \(self.late)",
             "missedPeriods: \(self.missedPeriods)", "armed: \(self.armed)", "coalesced: \(self.coalesced)",
             "clockSteps: \(self.clockSteps)", "batched: \(self.batched)", "memoryBytes: \(self.memoryBytes)",
+            "takeovers: \(self.takeovers)",
         ].joined(separator: ", ")
     }
 }

@@ -5,7 +5,7 @@ import Glibc
 
 /// The engine as a seam: an arming is a C timer whose context is the receiver, retained
 /// until the timer is retired. A receiver keeps its C timer from one arming to the next,
-/// so every arming after the first is one C call (`mtr_timer_move`: a later deadline on
+/// so every arming after the first is one C call (`mtr_timer_move_policy`: a later deadline on
 /// the same clock in O(1); a timer whose ids run out is moved by the core itself, under a
 /// fresh id), and a firing reaches its receiver through that one pointer.
 extension TimerEngine: TimerFiring {
@@ -17,11 +17,9 @@ extension TimerEngine: TimerFiring {
         var timer = previous ?? 0
         if previous == nil { timer = try Self.create(raw, for: receiver) }
         var moved: mtr_timer_id = 0
-        // The one call that hands the core a schedule: a repeating one fires as
-        // ``MissedTickPolicy/skip`` here, whatever its policy, as `mtr_timer_move` takes none.
-        let code = mtr_timer_move(
+        let code = mtr_timer_move_policy(
             raw, timer, clock.coreClock, schedule.deadlineNanoseconds, schedule.periodNanoseconds ?? 0,
-            schedule.leewayNanoseconds, &moved)
+            schedule.leewayNanoseconds, schedule.missedTicks.corePolicy, &moved)
         if code == 0 { return moved }
         _ = mtr_timer_cancel(raw, timer)
         // Given up, retired elsewhere: its release takes the receiver's lock, held here.
@@ -48,6 +46,17 @@ extension TimerEngine: TimerFiring {
     /// Destroys the C timer; the engine releases its receiver once no callback of it runs.
     func retire(_ arming: UInt64) {
         if let raw = self.raw { _ = mtr_timer_destroy(raw, arming) }
+    }
+}
+
+extension MissedTickPolicy {
+    /// The C core's name for this policy.
+    var corePolicy: mtr_missed_policy {
+        switch self {
+        case .burst: .MTR_MISSED_BURST
+        case .delay: .MTR_MISSED_DELAY
+        case .skip: .MTR_MISSED_SKIP
+        }
     }
 }
 

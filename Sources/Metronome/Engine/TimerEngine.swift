@@ -102,11 +102,14 @@ public final class TimerEngine: Sendable {
         /// Wall-clock steps noticed; on an engine of several shards, once by each shard
         /// with wall-clock timers armed.
         public var clockSteps: UInt64
-        /// Firings drained from a sorted batch: a burst that made a large share of the
-        /// armed timers due at once.
+        /// Firings of a burst taken in one sorted pass: a large share of the armed timers
+        /// due at once.
         public var batched: UInt64
         /// Bytes the engine holds for its timers; given back as they are destroyed.
         public var memoryBytes: UInt64
+        /// Times a handler on the firing thread blocked for more than 2 ms and the engine's
+        /// standby thread fired its other timers meanwhile.
+        public var takeovers: UInt64 = 0
     }
 
     /// How the requested thread settings turned out.
