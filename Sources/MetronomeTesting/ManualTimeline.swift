@@ -32,6 +32,7 @@ public final class ManualTimeline: TimerBackend, Sendable {
         var deadline: Int64
         var sequence: UInt64
         let period: Int64?
+        let missedTicks: MissedTickPolicy
         let order: UInt64
         let fire: @Sendable (Tick) -> Void
     }
@@ -104,6 +105,7 @@ public final class ManualTimeline: TimerBackend, Sendable {
                 deadline: schedule.deadlineNanoseconds,
                 sequence: 0,
                 period: schedule.periodNanoseconds,
+                missedTicks: schedule.missedTicks,
                 order: key,
                 fire: fire
             )
@@ -199,10 +201,10 @@ public final class ManualTimeline: TimerBackend, Sendable {
         self.storage.withLockedValue { storage in
             guard let (key, entry) = storage.nextDue(before: max(limit, storage.now)) else { return nil }
             storage.now = max(storage.now, entry.deadline)
-            // Like the engine: deadlines already behind `now` (a timer armed in the past) are
-            // skipped and reported, never fired in a burst.
-            let missed =
-                entry.period.map { storage.now > entry.deadline ? (storage.now - entry.deadline) / $0 : 0 } ?? 0
+            // Like the engine, by the timer's missed-tick policy: deadlines already behind
+            // `now` are skipped and reported, fired one by one, or the grid moves on.
+            let behind = entry.period.map { storage.now > entry.deadline ? (storage.now - entry.deadline) / $0 : 0 } ?? 0
+            let missed = entry.missedTicks == .skip ? behind : 0
             let scheduled = entry.deadline + missed * (entry.period ?? 0)
             let tick = Tick(
                 scheduled: TimerInstant(nanoseconds: scheduled),
@@ -212,9 +214,10 @@ public final class ManualTimeline: TimerBackend, Sendable {
             )
             if let period = entry.period {
                 var next = entry
-                next.deadline = scheduled.addingReportingOverflow(period).partialValue
+                let from = entry.missedTicks == .delay && behind > 0 ? storage.now : scheduled
+                next.deadline = from.addingReportingOverflow(period).partialValue
                 next.sequence = tick.sequence + 1
-                storage.entries[key] = next.deadline > scheduled ? next : nil
+                storage.entries[key] = next.deadline > from ? next : nil
                 storage.running.insert(key)
             } else {
                 storage.entries[key] = nil

@@ -201,6 +201,50 @@ struct VirtualTimePatternTests {
 
     // MARK: Lateness in virtual time
 
+    /// Each missed-tick policy in virtual time, after a first handler that moves time on
+    /// 3.5 s (a period of 1 s): skip fires once for the 4 s deadline with 2 missed, then goes
+    /// on at 5 s; burst fires the 2, 3 and 4 s deadlines back to back, then 5 s; delay fires
+    /// the 2 s deadline at 4.5 s and moves the grid to 5.5 s, 6.5 s.
+    @Test(
+        .timeLimit(.minutes(1)),
+        arguments: [
+            (MissedTickPolicy.skip, [(1.0, 1.0, 0), (4.0, 4.5, 2), (5.0, 5.0, 0), (6.0, 6.0, 0)]),
+            (.burst, [(1.0, 1.0, 0), (2.0, 4.5, 0), (3.0, 4.5, 0), (4.0, 4.5, 0), (5.0, 5.0, 0)]),
+            (.delay, [(1.0, 1.0, 0), (2.0, 4.5, 0), (5.5, 5.5, 0), (6.5, 6.5, 0)]),
+        ])
+    func eachMissedTickPolicyInVirtualTime(policy: MissedTickPolicy, expected: [(Double, Double, Int)]) {
+        let timeline = self.timeline
+        let origin = ManualHarness.origin
+        let timer = SafeDispatchTimer(backend: .custom(timeline))
+        let ticks = Locked<[Tick]>([])
+        #expect(
+            timer.schedule(after: .seconds(1), every: .seconds(1), missedTicks: policy) { tick in
+                let first = ticks.withLock { ticks in
+                    ticks.append(tick)
+                    return ticks.count == 1
+                }
+                if first { timeline.advance(by: .milliseconds(3500)) }
+            })
+        timeline.advance(by: .seconds(1))
+        let last = expected.last!.1
+        timeline.advance(to: origin.advanced(by: .milliseconds(Int64(last * 1000))))
+        let seen = ticks.current.prefix(expected.count).map { tick in
+            (tick.scheduled, tick.fired, tick.missed)
+        }
+        let want = expected.map { scheduled, fired, missed in
+            (
+                origin.advanced(by: .milliseconds(Int64(scheduled * 1000))),
+                origin.advanced(by: .milliseconds(Int64(fired * 1000))), missed
+            )
+        }
+        #expect(seen.count == want.count)
+        for (got, expected) in zip(seen, want) {
+            #expect(
+                got.0 == expected.0 && got.1 == expected.1 && got.2 == expected.2, "\(policy): \(got) ≠ \(expected)")
+        }
+        timer.cancel()
+    }
+
     /// A handler that moves time on 4.5 s makes its own timer late: the deadlines at 2, 3
     /// and 4 s are skipped, and the firing due at 5 s runs when the handler returns, at
     /// 5.5 s, before `advance` returns; the grid goes on at 6 s.
