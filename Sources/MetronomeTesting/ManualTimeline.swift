@@ -203,7 +203,8 @@ public final class ManualTimeline: TimerBackend, Sendable {
             storage.now = max(storage.now, entry.deadline)
             // Like the engine, by the timer's missed-tick policy: deadlines already behind
             // `now` are skipped and reported, fired one by one, or the grid moves on.
-            let behind = entry.period.map { storage.now > entry.deadline ? (storage.now - entry.deadline) / $0 : 0 } ?? 0
+            let behind =
+                entry.period.map { storage.now > entry.deadline ? (storage.now - entry.deadline) / $0 : 0 } ?? 0
             let missed = entry.missedTicks == .skip ? behind : 0
             let scheduled = entry.deadline + missed * (entry.period ?? 0)
             let tick = Tick(

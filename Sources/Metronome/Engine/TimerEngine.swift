@@ -1,4 +1,5 @@
 @preconcurrency import Dispatch
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
