@@ -65,10 +65,10 @@ struct ObservabilityTests {
     func countersNameEveryCounter() {
         let counters = TimerEngine.Counters(
             wakeups: 1, fired: 2, late: 3, missedPeriods: 4, armed: 5, coalesced: 6, clockSteps: 7, batched: 8,
-            memoryBytes: 9)
+            memoryBytes: 9, takeovers: 10)
         #expect(
             counters.description
-                == "wakeups: 1, fired: 2, late: 3, missedPeriods: 4, armed: 5, coalesced: 6, clockSteps: 7, batched: 8, memoryBytes: 9"
+                == "wakeups: 1, fired: 2, late: 3, missedPeriods: 4, armed: 5, coalesced: 6, clockSteps: 7, batched: 8, memoryBytes: 9, takeovers: 10"
         )
     }
 
