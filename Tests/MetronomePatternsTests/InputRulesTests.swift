@@ -43,6 +43,31 @@ struct InputRulesTests {
         Rule(name: "negative period", delay: .seconds(1), period: .seconds(-1), leeway: .zero, outcome: .refused),
     ]
 
+    /// One rule for a span past `Int64` nanoseconds in the Dispatch-shaped forms too, as for a
+    /// `Duration`: accepted, and its deadline never comes. A `TimeInterval` of 9.2e9 s (under
+    /// `Int64` nanoseconds) and of 1e300 s, and a `DispatchTimeInterval` of `Int.max`
+    /// seconds as a period and as a leeway.
+    @Test func aSpanPastInt64NanosecondsSaturatesInEveryForm() {
+        let timeline = ManualTimeline()
+        let fired = Atomic<Int>(0)
+        let count: @Sendable () -> Void = { fired.add(1, ordering: .relaxed) }
+        let long = SafeDispatchTimer(backend: .custom(timeline))
+        let longer = SafeDispatchTimer(backend: .custom(timeline))
+        let period = SafeDispatchTimer(backend: .custom(timeline))
+        let leeway = SafeDispatchTimer(backend: .custom(timeline))
+        #expect(long.schedule(interval: 9.2e9, handler: count))
+        #expect(longer.schedule(interval: 1e300, handler: count))
+        let now = DispatchTime(uptimeNanoseconds: UInt64(timeline.now.nanoseconds))
+        #expect(period.schedule(deadline: now, repeating: .seconds(Int.max), handler: count))
+        #expect(leeway.schedule(deadline: now, repeating: .seconds(1), leeway: .seconds(Int.max), handler: count))
+        timeline.advance(by: .zero)
+        // The period's first deadline and the leeway's come now; nothing else for an hour.
+        #expect(fired.load(ordering: .relaxed) == 2)
+        timeline.advance(by: .seconds(3600))
+        #expect(fired.load(ordering: .relaxed) == 2 + 3600)
+        for timer in [long, longer, period, leeway] { timer.cancel() }
+    }
+
     /// What happened by an advance of zero, or else by an hour of virtual time.
     private static func outcome(_ timeline: ManualTimeline, fired: () -> Bool) -> Outcome {
         timeline.advance(by: .zero)

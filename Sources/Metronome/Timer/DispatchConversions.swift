@@ -1,7 +1,9 @@
 @preconcurrency import Dispatch
 
 /// Nanoseconds from the Dispatch types the `DispatchSourceTimer`-shaped API takes; `nil` for values no
-/// timer can honour (negative, not finite, or past `Int64`).
+/// timer can honour (negative, or not finite). A span past `Int64` nanoseconds (about 292
+/// years) saturates, as a `Duration` does: the one rule for every API, so that such a
+/// deadline never comes.
 enum DispatchConversions {
     /// A finite interval, or `.never`.
     enum Interval: Equatable {
@@ -28,15 +30,16 @@ enum DispatchConversions {
         case .never: return .never
         @unknown default: return nil
         }
+        guard value >= 0 else { return nil }
         let (nanoseconds, overflow) = Int64(value).multipliedReportingOverflow(by: scale)
-        guard !overflow, nanoseconds >= 0 else { return nil }
-        return .nanoseconds(nanoseconds)
+        return .nanoseconds(overflow ? .max : nanoseconds)
     }
 
     static func interval(seconds: Double) -> Int64? {
+        // A finite span so long that its nanoseconds overflow a Double saturates too.
         let nanoseconds = seconds * 1e9
-        guard nanoseconds.isFinite, nanoseconds >= 1, nanoseconds < 9.2e18 else { return nil }
-        return Int64(nanoseconds)
+        guard seconds.isFinite, nanoseconds >= 1 else { return nil }
+        return Int64(exactly: nanoseconds.rounded(.down)) ?? .max
     }
 
     /// A `DispatchTime` (always `CLOCK_MONOTONIC`) as nanoseconds on `clock`, read through
