@@ -7,13 +7,15 @@ import Testing
 /// fork, or a failure that could end the process. The test is enabled only when
 /// `variable` is set, which this function does for the child.
 func expectTestPassesInAProcessOfItsOwn(
-    _ test: String, enabledBy variable: String, sourceLocation: SourceLocation = #_sourceLocation
+    _ test: String, enabledBy variable: String, environment extra: [String: String] = [:],
+    sourceLocation: SourceLocation = #_sourceLocation
 ) throws {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     process.arguments = ["--testing-library", "swift-testing", "--filter", test]
     var environment = ProcessInfo.processInfo.environment
     environment[variable] = "1"
+    environment.merge(extra) { old, new in old.isEmpty ? new : "\(old) \(new)" }
     process.environment = environment
     let output = Pipe()
     process.standardOutput = output
