@@ -44,7 +44,7 @@ struct BlockedHandlerTests {
         // task from the engine's thread, which records whether the block was still on. (When
         // the body sees it depends on the cooperative pool, which a loaded suite holds up.)
         let cancelledDuringTheBlock = Atomic<Int>(0)
-        let clock = EngineClock(engine: engine)
+        let clock = EngineClock(backend: .engine(engine))
         await withDeadline(clock.now.advanced(by: .milliseconds(50)), clock: clock) {
             await withTaskCancellationHandler {
                 while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(1)) }
