@@ -15,15 +15,7 @@ enum StressEdgeChildren {
     static func descriptorSweep() -> Int32 {
         guard let engine = try? TimerEngine() else { return 0 }
         let live = StressLiveObjects()
-        var timers: [SafeDispatchTimer] = []
-        for _ in 0..<8 {
-            let timer = SafeDispatchTimer(backend: .engine(engine))
-            let context = StressHandlerContext(token: 0, repeating: true, live: live)
-            timer.schedule(deadline: .now() + .milliseconds(1), repeating: .milliseconds(1)) { _ in
-                withExtendedLifetime(context) {}
-            }
-            timers.append(timer)
-        }
+        var timers = self.repeatingTimers(on: engine, live: live)
         self.closeTimerDescriptors()
         let giveUp = MonotonicTime.now() + 5_000_000_000
         var answered = false
@@ -50,15 +42,7 @@ enum StressEdgeChildren {
     static func descriptorReuse() -> Int32 {
         guard let first = try? TimerEngine() else { return 0 }
         let live = StressLiveObjects()
-        var timers: [SafeDispatchTimer] = []
-        for _ in 0..<8 {
-            let timer = SafeDispatchTimer(backend: .engine(first))
-            let context = StressHandlerContext(token: 0, repeating: true, live: live)
-            timer.schedule(deadline: .now() + .milliseconds(1), repeating: .milliseconds(1)) { _ in
-                withExtendedLifetime(context) {}
-            }
-            timers.append(timer)
-        }
+        var timers = self.repeatingTimers(on: first, live: live)
         self.closeTimerDescriptors()
         guard let second = try? TimerEngine() else { return 0 }
         let fired = Atomic<Int>(0)
@@ -83,6 +67,19 @@ enum StressEdgeChildren {
         guard eventually(timeout: .seconds(5), { fired.load(ordering: .relaxed) == 2 }) else { return 22 }
         second.syncShutdown()
         return eventually(timeout: .seconds(5), { live.liveCount == 0 }) ? 0 : 23
+    }
+
+    /// Eight timers repeating every millisecond on `engine`, each handler holding a context
+    /// that `live` counts.
+    private static func repeatingTimers(on engine: TimerEngine, live: StressLiveObjects) -> [SafeDispatchTimer] {
+        (0..<8).map { _ in
+            let timer = SafeDispatchTimer(backend: .engine(engine))
+            let context = StressHandlerContext(token: 0, repeating: true, live: live)
+            timer.schedule(deadline: .now() + .milliseconds(1), repeating: .milliseconds(1)) { _ in
+                withExtendedLifetime(context) {}
+            }
+            return timer
+        }
     }
 
     /// Closes each descriptor `/proc/self/fd` names as a timerfd.
