@@ -15,7 +15,7 @@ enum StressEdgeChildren {
     static func descriptorSweep() -> Int32 {
         guard let engine = try? TimerEngine() else { return 0 }
         let live = StressLiveObjects()
-        var timers = self.repeatingTimers(on: engine, live: live)
+        let timers = self.repeatingTimers(on: engine, live: live)
         self.closeTimerDescriptors()
         let giveUp = MonotonicTime.now() + 5_000_000_000
         var answered = false
@@ -28,7 +28,7 @@ enum StressEdgeChildren {
             }
         }
         engine.syncShutdown()
-        timers = []
+        withExtendedLifetime(timers) {}
         guard answered else { return 10 }
         return eventually(timeout: .seconds(5), { live.liveCount == 0 }) ? 0 : 11
     }
@@ -42,7 +42,7 @@ enum StressEdgeChildren {
     static func descriptorReuse() -> Int32 {
         guard let first = try? TimerEngine() else { return 0 }
         let live = StressLiveObjects()
-        var timers = self.repeatingTimers(on: first, live: live)
+        let timers = self.repeatingTimers(on: first, live: live)
         self.closeTimerDescriptors()
         guard let second = try? TimerEngine() else { return 0 }
         let fired = Atomic<Int>(0)
@@ -62,7 +62,7 @@ enum StressEdgeChildren {
         guard refused else { return 20 }
         guard eventually(timeout: .seconds(5), { fired.load(ordering: .relaxed) == 1 }) else { return 21 }
         first.syncShutdown()
-        timers = []
+        withExtendedLifetime(timers) {}
         probe.schedule(deadline: .now()) { _ in fired.add(1, ordering: .relaxed) }
         guard eventually(timeout: .seconds(5), { fired.load(ordering: .relaxed) == 2 }) else { return 22 }
         second.syncShutdown()
