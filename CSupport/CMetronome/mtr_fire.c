@@ -408,6 +408,9 @@ mtr_fire_on_timerfd_(int fd, short what, void *arg)
 		    &other->clocks[state->set.clock], MTR_FIRER_THREAD, &fired);
 		mtr_lock_give_(&other->lock);
 	}
-	if ((error = mtr_timerfd_ours_(&state->timerfd)) != 0)
+	/* A re-arm checked it already, unless the pass left the clock with
+	 * nothing armed. */
+	if (atomic_load_explicit(&state->armed_ns, memory_order_relaxed) ==
+	    INT64_MAX && (error = mtr_timerfd_ours_(&state->timerfd)) != 0)
 		mtr_engine_fault_(engine, error);
 }

@@ -27,9 +27,6 @@
  * MTR_RUN_BULK_MIN entries, are due. */
 #define MTR_RUN_SHARE 16
 #define MTR_RUN_BULK_MIN 256
-/* Pops a list takes at most: a pass lets go of its lock once per callback
- * anyway, so a longer list would only hold more room. */
-#define MTR_RUN_POPS 32
 /* How far ahead, in entries, the take and the firing fetch timers. */
 #define MTR_RUN_PREFETCH 16
 /* Radix digits of 8 bits: 256 counters and 256 write streams per pass. */
@@ -126,7 +123,7 @@ mtr_sort_(struct mtr_heap_entry *a, struct mtr_heap_entry *b, size_t n,
 	return b;
 }
 
-/* Room for @count entries; the small list is the run's own. */
+/* Room for @count entries: the small list, or a block of the heap's. */
 static bool
 mtr_run_reserve_(struct mtr_run *run, uint32_t count)
 {
@@ -136,7 +133,7 @@ mtr_run_reserve_(struct mtr_run *run, uint32_t count)
 	    sizeof(*entries));
 	if (entries == NULL)
 		return false;
-	free(run->entries);
+	mtr_run_free_(run);
 	run->entries = entries;
 	run->capacity = count;
 	return true;
@@ -235,8 +232,6 @@ mtr_run_take_locked_(struct mtr_run *run, struct mtr_timerset *set,
 		if (run->bulk)
 			return run->count;
 	}
-	if (!mtr_run_reserve_(run, MTR_RUN_POPS))
-		return 0;
 	/* A newcomer (armed since the pass began) at the top ends the take:
 	 * the due entries behind it fire at the next wake-up, which follows
 	 * at once, in key order with it. */
@@ -271,29 +266,28 @@ mtr_run_next_locked_(struct mtr_run *run, const struct mtr_timer *timers)
 	return NULL;
 }
 
-/* A bulk list's memory goes back once it is done, down to the small list
- * that pops fill. */
+void
+mtr_run_init_(struct mtr_run *run)
+{
+	run->entries = run->small;
+	run->capacity = MTR_RUN_POPS;
+	run->next = 0;
+	run->count = 0;
+}
+
 void
 mtr_run_end_(struct mtr_run *run)
 {
 	run->next = 0;
 	run->count = 0;
-	if (run->capacity <= MTR_RUN_POPS)
-		return;
-	struct mtr_heap_entry *entries = realloc(run->entries,
-	    MTR_RUN_POPS * sizeof(*entries));
-	if (entries != NULL) {
-		run->entries = entries;
-		run->capacity = MTR_RUN_POPS;
-	}
+	if (run->entries != run->small)
+		mtr_run_free_(run);
 }
 
 void
 mtr_run_free_(struct mtr_run *run)
 {
-	free(run->entries);
-	run->entries = NULL;
-	run->capacity = 0;
-	run->next = 0;
-	run->count = 0;
+	if (run->entries != run->small)
+		free(run->entries);
+	mtr_run_init_(run);
 }

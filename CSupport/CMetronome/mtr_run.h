@@ -15,7 +15,14 @@
  * an arm, a move, a cancel or a destroy since the take changed it, and the
  * entry is skipped (mtr_run_next_locked_).
  */
+
+/* Pops a list takes at most: a pass lets go of its lock once per callback
+ * anyway, so a longer list would only hold more room. */
+#define MTR_RUN_POPS 32
+
 struct mtr_run {
+	/* small, or a bulk take's block: popping needs no memory, so a pass
+	 * never fails to take what is due. */
 	struct mtr_heap_entry *entries;
 	uint32_t next;  /* the first entry not yet fired or skipped */
 	uint32_t count;
@@ -23,6 +30,7 @@ struct mtr_run {
 	mtr_clock_id clock; /* the clock whose heap the entries came from */
 	bool bulk;          /* taken in one linear pass, not popped */
 	uint32_t pops_before_check; /* pops left before a bulk take is weighed */
+	struct mtr_heap_entry small[MTR_RUN_POPS];
 };
 
 /*
@@ -53,9 +61,19 @@ uint32_t mtr_run_take_locked_(struct mtr_run *run, struct mtr_timerset *set,
  * NULL once the list is done. */
 const struct mtr_heap_entry *mtr_run_next_locked_(struct mtr_run *run,
     const struct mtr_timer *timers);
+/* Bytes of a bulk take's block still held (the small list is the shard's). */
+static inline size_t
+mtr_run_bytes_(const struct mtr_run *run)
+{
+	return run->entries != run->small ?
+	    (size_t)run->capacity * sizeof(*run->entries) : 0;
+}
+
+void mtr_run_init_(struct mtr_run *run);
 /* Ends the list, giving back a bulk take's memory. An entry left in it
  * (a pass that the engine's stop ended) is the stop's to drop. */
 void mtr_run_end_(struct mtr_run *run);
+/* The same, whatever is left in it. */
 void mtr_run_free_(struct mtr_run *run);
 
 #endif /* MTR_RUN_H */

@@ -34,6 +34,7 @@ mtr_shard_init_(struct mtr_shard *shard, mtr_engine *engine, uint32_t index,
 	shard->max_timers = sharded ? UINT32_C(1) << MTR_SHARD_SHIFT :
 	    MTR_MAX_TIMERS;
 	shard->free_head = MTR_NOT_ARMED;
+	mtr_run_init_(&shard->run);
 	for (int c = 0; c < MTR_CLOCK_COUNT; c++) {
 		shard->clocks[c].timerfd.fd = -1;
 		shard->clocks[c].shard = shard;
@@ -275,7 +276,7 @@ mtr_shard_add_counters_(struct mtr_shard *shard, mtr_counters *out)
 		out->armed += mtr_run_current_(&shard->run.entries[i],
 		    shard->timers);
 	out->memory_bytes += mtr_slots_bytes_(shard) +
-	    (size_t)shard->run.capacity * sizeof(*shard->run.entries);
+	    mtr_run_bytes_(&shard->run);
 	mtr_lock_give_(&shard->lock);
 }
 
