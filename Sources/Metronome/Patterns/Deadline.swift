@@ -1,5 +1,3 @@
-import Glibc
-
 /// Runs `body` in the current task and cancels the task if `body` is still running at
 /// `expiration`: Swift's `withDeadline` (SE-0526), timed by Metronome's engine.
 ///
@@ -65,7 +63,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
     try await withEngineDeadline(
-        TimerInstant(roundingUp: expiration), tolerance: tolerance, backend: nil, body: body)
+        TimerInstant(roundingUp: expiration), tolerance: tolerance, firing: nil, body: body)
 }
 
 /// `withDeadline` for a deadline on `SuspendingClock`, which reads `CLOCK_MONOTONIC` on
@@ -78,7 +76,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
     try await withEngineDeadline(
-        TimerInstant(roundingUp: expiration), tolerance: tolerance, backend: nil, body: body)
+        TimerInstant(roundingUp: expiration), tolerance: tolerance, firing: nil, body: body)
 }
 
 /// `withDeadline` on an ``EngineClock``: timed by the clock's backend (an engine of your
@@ -98,7 +96,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: EngineClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(expiration, tolerance: tolerance, backend: clock.backend, body: body)
+    try await withEngineDeadline(expiration, tolerance: tolerance, firing: clock.backend.firing, body: body)
 }
 
 /// Runs `body` in the current task and cancels the task if `body` is still running
@@ -125,7 +123,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     // Two forms where the standard has one with `tolerance: Duration? = nil`: a call that
     // leaves out the tolerance, or gives one, then matches this module's more closely than
     // the standard's, so that it never becomes ambiguous when the toolchain ships it.
-    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: nil, backend: nil, body: body)
+    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: nil, firing: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` with a tolerance: how late the cancellation may come, so that
@@ -135,7 +133,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     tolerance: Duration,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: tolerance, backend: nil, body: body)
+    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: tolerance, firing: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` measured on `clock`.
@@ -145,7 +143,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: ContinuousClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: tolerance, backend: nil, body: body)
+    try await withEngineDeadline(in: timeout, on: .boottime, tolerance: tolerance, firing: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` measured on `clock`.
@@ -155,7 +153,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: SuspendingClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(in: timeout, on: .monotonic, tolerance: tolerance, backend: nil, body: body)
+    try await withEngineDeadline(in: timeout, on: .monotonic, tolerance: tolerance, firing: nil, body: body)
 }
 
 /// ``withDeadline(in:body:)`` measured and timed by `clock`.
@@ -165,7 +163,7 @@ nonisolated(nonsending) public func withDeadline<Return: ~Copyable, Failure: Err
     clock: EngineClock,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    try await withEngineDeadline(clock.now + timeout, tolerance: tolerance, backend: clock.backend, body: body)
+    try await withEngineDeadline(clock.now + timeout, tolerance: tolerance, firing: clock.backend.firing, body: body)
 }
 
 /// The `in:` forms on `ContinuousClock` and `SuspendingClock`, which read `clock`: the
@@ -175,7 +173,7 @@ func withEngineDeadline<Return: ~Copyable, Failure: Error>(
     in timeout: Duration,
     on clock: TimerClock,
     tolerance: Duration?,
-    backend: SafeDispatchTimer.Backend?,
+    firing: (any TimerFiring)?,
     isolation: isolated (any Actor)? = #isolation,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
@@ -183,12 +181,13 @@ func withEngineDeadline<Return: ~Copyable, Failure: Error>(
     let expiration = TimerInstant(
         nanoseconds: now.addingSaturating(TimerInstant.nanosecondsRoundedUp(timeout)), clock: clock)
     return try await withEngineDeadline(
-        expiration, now: now, tolerance: tolerance, backend: backend, isolation: isolation, body: body)
+        expiration, now: now, tolerance: tolerance, firing: firing, isolation: isolation, body: body)
 }
 
 /// Every public form, once the deadline is an instant on one of the engine's clocks, timed
-/// by `backend`, or by the shared engine for `nil` (which is then not even looked up when
-/// the thread has an idle timer of it).
+/// by `firing`, or by the shared engine for `nil`. Only the binding and the body are
+/// generic here: the rest (``DeadlineScope``) is compiled once, not run through the
+/// witnesses of the body's types.
 ///
 /// The caller's isolation is a parameter rather than `nonisolated(nonsending)`, so that
 /// the closure given to the task-local's `withValue`, which captures it, runs there too:
@@ -198,26 +197,13 @@ func withEngineDeadline<Return: ~Copyable, Failure: Error>(
     _ expiration: TimerInstant,
     now: Int64? = nil,
     tolerance: Duration?,
-    backend: SafeDispatchTimer.Backend?,
+    firing: (any TimerFiring)?,
     isolation: isolated (any Actor)? = #isolation,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
-    // An async function always runs in a task.
-    var watch = withUnsafeCurrentTask { task in
-        IdleDeadlineTimers.watch(task: task!, deadline: expiration, outer: DeadlineWatch.inForce)
-    }
-    defer { IdleDeadlineTimers.giveBack(&watch) }
-    let timer = backend.map { DeadlineTimer($0, clock: expiration.clock) } ?? DeadlineTimer(sharedOn: expiration.clock)
-    defer { timer.end() }
-    let deadline = expiration.nanoseconds
-    if deadline <= now ?? timer.core.now() {
-        watch.cancelAtOnce(passed: true)
-    } else {
-        let window = min(max(tolerance?.saturatingNanoseconds ?? 0, 0), Int64.max - deadline)
-        let schedule = TimerSchedule(deadlineNanoseconds: deadline, leewayNanoseconds: window)!
-        if !timer.arm(schedule, for: watch) { watch.cancelAtOnce(passed: false) }
-    }
-    defer { watch.end() }
+    var scope = DeadlineScope(expiration, now: now, tolerance: tolerance, firing: firing)
+    defer { scope.end() }
+    let watch = scope.watch
     var result: Return? = nil
     do {
         try await DeadlineWatch.$innermost.withValue(watch) {
@@ -230,137 +216,6 @@ func withEngineDeadline<Return: ~Copyable, Failure: Error>(
         throw error as! Failure
     }
     return result.take()!
-}
-
-/// A deadline's timer. On the shared engine it is one of the current thread's idle ones,
-/// armed anew (a move of its C timer) and disarmed when the call ends, so that a call makes
-/// no timer: the shared engine is never stopped, so its timers outlive any call. On another
-/// backend, which may stop, a timer of the call's own tells the deadline when the engine
-/// lets go of it unfired.
-struct DeadlineTimer {
-    let core: TimerCore
-    /// Whether the timer is one of the shared engine's idle ones.
-    private let isShared: Bool
-
-    /// A timer of the shared engine.
-    init(sharedOn clock: TimerClock) {
-        self.core = IdleDeadlineTimers.take(on: clock)
-        self.isShared = true
-    }
-
-    init(_ backend: SafeDispatchTimer.Backend, clock: TimerClock) {
-        if case .engine(let engine) = backend, engine.isShared {
-            self.core = IdleDeadlineTimers.take(on: clock)
-            self.isShared = true
-        } else {
-            self.core = TimerCore.make(delivery: nil, firing: backend.firing, clock: clock)
-            self.isShared = false
-        }
-    }
-
-    /// Arms `schedule` to end `watch`'s deadline: `false` when the engine refused it or
-    /// stopped meanwhile, and the deadline can no longer be timed.
-    func arm(_ schedule: TimerSchedule, for watch: DeadlineWatch) -> Bool {
-        let scheduled: Bool?
-        if self.isShared {
-            // The handler holds only the watch, the one allocation of a call.
-            scheduled = try? self.core.schedule(schedule) { [watch] _ in watch.deadlinePassed() }
-        } else {
-            // The handler alone holds the release: when the engine lets go of the handler
-            // without running it, the engine has stopped (or refused the arming).
-            scheduled = try? self.core.schedule(schedule) { [release = DeadlineRelease(watch)] _ in
-                release.watch.deadlinePassed()
-            }
-        }
-        return scheduled == true && watch.armed()
-    }
-
-    /// Disarms the timer for good: back to the thread's idle ones, or retired.
-    func end() {
-        if self.isShared { IdleDeadlineTimers.giveBack(self.core) } else { self.core.ownerGone() }
-    }
-}
-
-/// The shared engine's deadline timers that no call is using, a few per thread: a call
-/// takes one on the thread it starts on and gives it back on the one it ends on, with no
-/// lock, so threads share nothing but the engine.
-enum IdleDeadlineTimers {
-    /// As many as deadlines nested at once on a thread, in the common case; a deeper nest
-    /// retires the timers it made.
-    private static let perThread = 4
-
-    private final class Idle {
-        // Reached only from the thread that owns it.
-        @exclusivity(unchecked) var timers: [TimerCore] = []
-        @exclusivity(unchecked) var watches: [DeadlineWatch] = []
-        /// The process's fork count when `timers` were made: in a forked child they are
-        /// timers of the parent's shared engine, which is dead there.
-        @exclusivity(unchecked) var fork = ForkGeneration.current
-    }
-
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key) { stored in
-            // The thread ends, and its idle timers with it.
-            guard let stored else { return }
-            let idle = Unmanaged<Idle>.fromOpaque(stored).takeRetainedValue()
-            guard idle.fork == ForkGeneration.current else { return }
-            for timer in idle.timers { timer.ownerGone() }
-        }
-        return key
-    }()
-
-    private static var idle: Idle {
-        if let stored = pthread_getspecific(self.key) {
-            return Unmanaged<Idle>.fromOpaque(stored).takeUnretainedValue()
-        }
-        let idle = Idle()
-        idle.timers.reserveCapacity(self.perThread)
-        idle.watches.reserveCapacity(self.perThread)
-        pthread_setspecific(self.key, Unmanaged.passRetained(idle).toOpaque())
-        return idle
-    }
-
-    /// An idle timer of the shared engine on `clock`, or a new one.
-    static func take(on clock: TimerClock) -> TimerCore {
-        let idle = self.idle
-        let fork = ForkGeneration.current
-        if idle.fork != fork {
-            // Left alone: the parent's engine, not this process's, holds them.
-            idle.timers.removeAll(keepingCapacity: true)
-            idle.fork = fork
-        }
-        if let index = idle.timers.lastIndex(where: { $0.clock == clock }) { return idle.timers.remove(at: index) }
-        return TimerCore.make(delivery: nil, firing: TimerEngine.shared, clock: clock)
-    }
-
-    /// A watch for a new deadline: one the thread keeps, or a new one.
-    static func watch(task: UnsafeCurrentTask, deadline: TimerInstant, outer: DeadlineWatch?) -> DeadlineWatch {
-        guard let watch = self.idle.watches.popLast() else {
-            return DeadlineWatch(task: task, deadline: deadline, outer: outer)
-        }
-        watch.reuse(task: task, deadline: deadline, outer: outer)
-        return watch
-    }
-
-    /// Keeps `watch`, whose scope has ended, for the next call on this thread, unless
-    /// anything else still holds it: an unstructured task that copied the binding, or a
-    /// handler still running on the firing thread. Kept only then, no reader can ever see it
-    /// change.
-    static func giveBack(_ watch: inout DeadlineWatch) {
-        watch.release()
-        let idle = self.idle
-        guard idle.watches.count < self.perThread, isKnownUniquelyReferenced(&watch) else { return }
-        idle.watches.append(watch)
-    }
-
-    /// Disarms `timer` and keeps it for the next call on this thread.
-    static func giveBack(_ timer: TimerCore) {
-        _ = timer.cancel()
-        let idle = self.idle
-        guard idle.timers.count < self.perThread, idle.fork == ForkGeneration.current else { return timer.ownerGone() }
-        idle.timers.append(timer)
-    }
 }
 
 extension TimerInstant {
