@@ -40,10 +40,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The firing thread's running callback: where it runs, and how many
+ * callbacks the thread had ended there before it. */
+struct mtr_standby_seen {
+	uint32_t shard;
+	uint32_t ends;
+};
+
 /* When the firing thread's running callback overruns (CLOCK_MONOTONIC),
- * or INT64_MAX when it runs none. */
+ * or INT64_MAX when it runs none; @seen names that callback. */
 static int64_t
-mtr_standby_overrun_at_(mtr_engine *engine)
+mtr_standby_overrun_at_(mtr_engine *engine, struct mtr_standby_seen *seen)
 {
 	int64_t at_ns = INT64_MAX;
 	for (uint32_t s = 0; s < engine->shard_count; s++) {
@@ -52,11 +59,36 @@ mtr_standby_overrun_at_(mtr_engine *engine)
 		    &shard->callbacks[MTR_FIRER_THREAD];
 		mtr_lock_take_(&shard->lock);
 		if (callback->timer != 0 &&
-		    callback->since_ns + MTR_OVERRUN_NS < at_ns)
+		    callback->since_ns + MTR_OVERRUN_NS < at_ns) {
 			at_ns = callback->since_ns + MTR_OVERRUN_NS;
+			seen->shard = s;
+			seen->ends = callback->ends;
+		}
 		mtr_lock_give_(&shard->lock);
 	}
 	return at_ns;
+}
+
+/*
+ * Takes the firing if the callback @seen still runs, under the lock its
+ * end takes: that end then finds the firing taken and takes it back. A
+ * callback that ended since, while the standby read /proc, leaves the
+ * firing with the thread, which could otherwise never take it back: it
+ * does so only as a callback of its own ends, and only the holder starts
+ * callbacks.
+ */
+static bool
+mtr_standby_take_over_(mtr_engine *engine, struct mtr_standby_seen seen)
+{
+	struct mtr_shard *shard = &engine->shards[seen.shard];
+	struct mtr_callback *callback = &shard->callbacks[MTR_FIRER_THREAD];
+
+	mtr_lock_take_(&shard->lock);
+	bool running = callback->timer != 0 && callback->ends == seen.ends;
+	if (running)
+		atomic_store(&engine->firer, MTR_FIRER_STANDBY);
+	mtr_lock_give_(&shard->lock);
+	return running;
 }
 
 /*
@@ -109,7 +141,9 @@ mtr_standby_thread_(void *arg)
 			/* Moved on since it rang: the firing thread re-armed. */
 			if (atomic_load(&engine->alarm_ns) > now_ns)
 				continue;
-			int64_t overrun_ns = mtr_standby_overrun_at_(engine);
+			struct mtr_standby_seen seen = { 0, 0 };
+			int64_t overrun_ns = mtr_standby_overrun_at_(engine,
+			    &seen);
 			/* Overrun but running or preempted: look again an
 			 * overrun on. */
 			if (overrun_ns <= now_ns &&
@@ -132,7 +166,10 @@ mtr_standby_thread_(void *arg)
 					mtr_queue_set_alarm_(engine);
 				continue;
 			}
-			atomic_store(&engine->firer, MTR_FIRER_STANDBY);
+			if (!mtr_standby_take_over_(engine, seen)) {
+				mtr_queue_set_alarm_(engine);
+				continue;
+			}
 			atomic_fetch_add(&engine->takeovers, 1);
 		}
 		pthread_sigmask(SIG_SETMASK, &engine->callback_mask, NULL);

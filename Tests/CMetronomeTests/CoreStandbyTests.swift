@@ -73,6 +73,49 @@ extension CoreContractTests {
             engine.destroyAndExpectAllReleasedOnce()
         }
 
+        /// A callback that blocks for about the overrun bound, again and again, so that the
+        /// standby often decides to take over just as the callback it measured returns, with
+        /// nothing else due: once nothing blocks, the firing thread fires again. A takeover
+        /// made after that return would leave the firing with the standby for good (the
+        /// thread takes it back only as a callback of its own ends, and only the holder
+        /// starts callbacks), the firing thread waking in a loop with nothing it may fire.
+        @Test func aTakeoverThatMeetsTheCallbacksEndLeavesTheFiringWithTheThread() throws {
+            let engine = try Engine(standby: true)
+            let firingThread = Atomic<UInt>(0)
+            let quiet = Atomic<Bool>(false)
+            let quietFirings = Atomic<Int>(0)
+            let quietOnTheThread = Atomic<Int>(0)
+            // Armed first, so its first firing is on the firing thread.
+            let ticker = try engine.makeTimer { _ in
+                let me = UInt(pthread_self())
+                _ = firingThread.compareExchange(expected: 0, desired: me, ordering: .relaxed)
+                guard quiet.load(ordering: .acquiring) else { return }
+                quietFirings.add(1, ordering: .relaxed)
+                if me == firingThread.load(ordering: .relaxed) { quietOnTheThread.add(1, ordering: .relaxed) }
+            }
+            try #require(ticker.armRepeating(start: Time.monotonic(), period: 3 * Time.ms) == 0)
+            try #require(engine.waitFirings(1))
+            // Ends within 50 µs either side of the bound (2 ms), then nothing of it is due for 8.
+            let blocker = try engine.makeTimer { _ in
+                Time.sleep(2 * Time.ms - 50 * Time.us + Int64.random(in: 0...100) * Time.us)
+            }
+            try #require(blocker.armRepeating(start: Time.monotonic(), period: 10 * Time.ms) == 0)
+            let stressEnd = Time.monotonic() + 4_000 * Time.ms
+            while engine.counters.takeovers < 150 && Time.monotonic() < stressEnd { Time.sleep(10 * Time.ms) }
+            #expect(blocker.cancelSync() == 0)
+            quiet.store(true, ordering: .releasing)
+            let quietEnd = Time.monotonic() + Bounds.patienceNs
+            while quietFirings.load(ordering: .relaxed) < 20 && Time.monotonic() < quietEnd { Time.sleep(Time.ms) }
+            let firings = quietFirings.load(ordering: .relaxed)
+            let onTheThread = quietOnTheThread.load(ordering: .relaxed)
+            #expect(firings >= 20, "the ticker stopped firing")
+            // A callback preempted past the bound may, rarely, still be taken over.
+            #expect(onTheThread > firings / 2, "\(firings - onTheThread) of \(firings) firings ran on the standby")
+            print("takeovers \(engine.counters.takeovers); once quiet, \(onTheThread) of \(firings) on the thread")
+            #expect(ticker.cancelSync() == 0)
+            engine.destroyAndExpectAllReleasedOnce()
+        }
+
         /// A callback that computes past the bound is left to finish: the firing is not handed
         /// over, so the callbacks of a loaded machine still run one at a time, in key order.
         @Test func aComputingCallbackKeepsTheFiring() throws {
