@@ -201,13 +201,14 @@ func withEngineDeadline<Return: ~Copyable, Failure: Error>(
     isolation: isolated (any Actor)? = #isolation,
     body: nonisolated(nonsending) () async throws(Failure) -> Return
 ) async throws(Failure) -> Return {
+    // The scope holds the watch's only reference of its own, so that its end finds the
+    // watch unshared and keeps it for the thread's next deadline: no copy of it here.
     var scope = DeadlineScope(expiration, now: now, tolerance: tolerance, firing: firing)
     defer { scope.end() }
-    let watch = scope.watch
     var result: Return? = nil
     do {
-        try await DeadlineWatch.$innermost.withValue(watch) {
-            watch.recordBinding()
+        try await DeadlineWatch.$innermost.withValue(scope.watch) {
+            scope.watch.recordBinding()
             _ = isolation
             result = try await body()
         }

@@ -66,7 +66,7 @@ struct DeadlineTimer {
     func arm(_ schedule: TimerSchedule, for watch: DeadlineWatch) -> Bool {
         let scheduled: Bool?
         if self.isShared {
-            // The handler holds only the watch, the one allocation of a call.
+            // The handler holds only the watch, which serves as its context: no allocation.
             scheduled = try? self.core.schedule(schedule) { [watch] _ in watch.deadlinePassed() }
         } else {
             // The handler alone holds the release: when the engine lets go of the handler
